@@ -1,0 +1,237 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Host is the fixed host name of requests over the socket.
+const Host = "proxyd.sock"
+
+// VersionHeader carries the daemon's and the client's versions.
+const VersionHeader = "Mcpx-Version"
+
+// maxErrorBody caps how much of an error reply is read.
+const maxErrorBody = 1 << 20
+
+// Client talks to proxyd over its Unix socket. The zero value is not
+// usable; set Socket.
+type Client struct {
+	Socket  string
+	Version string // sent in VersionHeader; the daemon's comes back in DaemonVersion
+	// Timeout bounds requests that are not streams (0: 30s).
+	Timeout time.Duration
+
+	httpc *http.Client
+	// DaemonVersion is set after the first successful request.
+	DaemonVersion string
+}
+
+// NewClient returns a client for the socket at path.
+func NewClient(socket, version string) *Client {
+	c := &Client{Socket: socket, Version: version}
+	c.httpc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:      4,
+		IdleConnTimeout:   30 * time.Second,
+		DisableKeepAlives: false,
+	}}
+	return c
+}
+
+// NotRunningError says that no daemon answers on the socket.
+type NotRunningError struct {
+	Socket string
+	Err    error
+}
+
+func (e *NotRunningError) Error() string {
+	return fmt.Sprintf("cannot connect to proxyd at %s: not running? (start it with 'mcpx up')", e.Socket)
+}
+
+func (e *NotRunningError) Unwrap() error { return e.Err }
+
+// IsNotRunning reports whether err means the daemon is not running.
+func IsNotRunning(err error) bool {
+	var nr *NotRunningError
+	return errors.As(err, &nr)
+}
+
+// Error is an error reply of the API.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// IsCode reports whether err is an API error with the given code.
+func IsCode(err error, code string) bool {
+	var ae *Error
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+func (c *Client) newRequest(ctx context.Context, method, path string, body any) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encoding request: %w", err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+Host+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Version != "" {
+		req.Header.Set(VersionHeader, c.Version)
+	}
+	return req, nil
+}
+
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	resp, err := c.httpc.Do(req)
+	if err != nil {
+		if isDialError(err) {
+			return nil, &NotRunningError{Socket: c.Socket, Err: err}
+		}
+		return nil, fmt.Errorf("talking to proxyd at %s: %w", c.Socket, err)
+	}
+	if v := resp.Header.Get(VersionHeader); v != "" {
+		c.DaemonVersion = v
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		var eb ErrorBody
+		if json.Unmarshal(b, &eb) == nil && eb.Error.Message != "" {
+			return nil, &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return nil, &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("proxyd answered HTTP %d", resp.StatusCode)}
+	}
+	return resp, nil
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist)
+}
+
+// Do sends a JSON request and decodes a JSON reply into out (when non-nil).
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	req, err := c.newRequest(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding proxyd's reply to %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Stream sends a request and calls fn with each line of an NDJSON reply
+// until the stream ends, fn returns an error, or ctx is done.
+func (c *Client) Stream(ctx context.Context, method, path string, in any, fn func(line []byte) error) error {
+	req, err := c.newRequest(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		if err := fn(sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("reading stream from proxyd: %w", err)
+	}
+	return nil
+}
+
+// Status is GET /v1/status.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var s Status
+	return &s, c.Do(ctx, http.MethodGet, "/v1/status", nil, &s)
+}
+
+// Tools is GET /v1/tools[?server=NAME].
+func (c *Client) Tools(ctx context.Context, server string) ([]Tool, error) {
+	p := "/v1/tools"
+	if server != "" {
+		p += "?server=" + url.QueryEscape(server)
+	}
+	var ts []Tool
+	return ts, c.Do(ctx, http.MethodGet, p, nil, &ts)
+}
+
+// Call is POST /v1/call.
+func (c *Client) Call(ctx context.Context, req CallRequest) (*CallResponse, error) {
+	var r CallResponse
+	return &r, c.Do(ctx, http.MethodPost, "/v1/call", req, &r)
+}
+
+// Reload is POST /v1/reload.
+func (c *Client) Reload(ctx context.Context) (*ReloadResponse, error) {
+	var r ReloadResponse
+	return &r, c.Do(ctx, http.MethodPost, "/v1/reload", nil, &r)
+}
+
+// Shutdown is POST /v1/shutdown.
+func (c *Client) Shutdown(ctx context.Context) error {
+	return c.Do(ctx, http.MethodPost, "/v1/shutdown", nil, nil)
+}
+
+// ConnectInfo is GET /v1/connect-info.
+func (c *Client) ConnectInfo(ctx context.Context) (*ConnectInfo, error) {
+	var r ConnectInfo
+	return &r, c.Do(ctx, http.MethodGet, "/v1/connect-info", nil, &r)
+}

@@ -1,0 +1,180 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// Options configure the Manager.
+type Options struct {
+	Version string
+	Logger  *slog.Logger
+	// Wrappers are added to every HTTP upstream's transport chain, first
+	// outermost (call recorder, then bearer).
+	Wrappers []Wrapper
+	// OnChange is called (from any goroutine) when a server's state or
+	// lists change.
+	OnChange func(server string)
+	// Stderr receives a stdio child's stderr.
+	Stderr func(server string) io.Writer
+	Now    func() time.Time
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o.Logger
+}
+
+func (o *Options) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+func (o *Options) changed(server string) {
+	if o.OnChange != nil {
+		o.OnChange(server)
+	}
+}
+
+func (o *Options) wrappers() []Wrapper { return o.Wrappers }
+
+func (o *Options) stderr(server string) io.Writer {
+	if o.Stderr == nil {
+		return io.Discard
+	}
+	return o.Stderr(server)
+}
+
+// Manager owns the connections to all configured servers.
+type Manager struct {
+	opts Options
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu    sync.RWMutex
+	conns map[string]*Conn
+	order []string
+}
+
+// NewManager returns an empty manager; Apply gives it servers.
+func NewManager(opts Options) *Manager {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{opts: opts, ctx: ctx, stop: cancel, conns: map[string]*Conn{}}
+}
+
+// Apply brings the connections in line with cfg: new servers connect,
+// removed ones close, changed ones reconnect. Unchanged ones are untouched.
+func (m *Manager) Apply(servers []config.Server) (added, removed, changed []string) {
+	want := map[string]config.Server{}
+	order := make([]string, 0, len(servers))
+	for _, s := range servers {
+		want[s.Name] = s
+		order = append(order, s.Name)
+	}
+	var toClose []*Conn
+	m.mu.Lock()
+	for name, c := range m.conns {
+		s, ok := want[name]
+		switch {
+		case !ok:
+			removed = append(removed, name)
+			toClose = append(toClose, c)
+			delete(m.conns, name)
+		case !reflect.DeepEqual(s, c.cfg):
+			changed = append(changed, name)
+			toClose = append(toClose, c)
+			m.conns[name] = newConn(m.ctx, s, &m.opts)
+		}
+	}
+	for _, name := range order {
+		if _, ok := m.conns[name]; !ok {
+			added = append(added, name)
+			m.conns[name] = newConn(m.ctx, want[name], &m.opts)
+		}
+	}
+	m.order = order
+	m.mu.Unlock()
+	for _, c := range toClose {
+		go func(c *Conn) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c.close(ctx)
+		}(c)
+	}
+	sort.Strings(added)
+	sort.Strings(removed)
+	sort.Strings(changed)
+	for _, n := range append(append(append([]string{}, added...), removed...), changed...) {
+		m.opts.changed(n)
+	}
+	return added, removed, changed
+}
+
+// Get returns the named connection.
+func (m *Manager) Get(name string) (*Conn, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.conns[name]
+	return c, ok
+}
+
+// List returns the connections in configuration order.
+func (m *Manager) List() []*Conn {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*Conn, 0, len(m.order))
+	for _, n := range m.order {
+		if c, ok := m.conns[n]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Close drains in-flight calls (bounded by ctx) and closes every upstream.
+func (m *Manager) Close(ctx context.Context) {
+	m.mu.Lock()
+	conns := make([]*Conn, 0, len(m.conns))
+	for _, c := range m.conns {
+		conns = append(conns, c)
+	}
+	m.conns = map[string]*Conn{}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *Conn) { defer wg.Done(); c.close(ctx) }(c)
+	}
+	wg.Wait()
+	m.stop()
+}
+
+// redactURL drops userinfo and the values of the query (which may hold
+// tokens) from a URL meant for display.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[unparseable URL]"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q.Set(k, "redacted")
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}

@@ -1,0 +1,237 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+func startFixture(t *testing.T, era mcpserver.Era) *mcpserver.Server {
+	t.Helper()
+	srv, err := mcpserver.Start(mcpserver.Options{Era: era})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// waitState polls until the server reaches want (bounded).
+func waitState(t *testing.T, c *Conn, want string) api.ServerStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := c.Status()
+		if st.State == want {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %s: state %s (last error %q), want %s", c.Name(), st.State, st.LastError, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func newManager(t *testing.T, servers ...config.Server) *Manager {
+	t.Helper()
+	m := NewManager(Options{Version: "test"})
+	m.Apply(servers)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Close(ctx)
+	})
+	return m
+}
+
+func TestConnectBothEras(t *testing.T) {
+	tests := []struct {
+		name     string
+		fixture  mcpserver.Era
+		protocol string
+		wantEra  string
+	}{
+		{"auto against both settles modern", mcpserver.EraBoth, config.ProtocolAuto, EraModern},
+		{"legacy pinned", mcpserver.EraBoth, config.ProtocolLegacy, EraLegacy},
+		{"auto against legacy-only", mcpserver.EraLegacy, config.ProtocolAuto, EraLegacy},
+		{"modern pinned", mcpserver.EraModern, config.ProtocolModern, EraModern},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := startFixture(t, tt.fixture)
+			m := newManager(t, config.Server{Name: "fx", URL: fx.URL(), Protocol: tt.protocol})
+			c, _ := m.Get("fx")
+			st := waitState(t, c, api.StateReady)
+			if st.Era != tt.wantEra {
+				t.Fatalf("era %q, want %q", st.Era, tt.wantEra)
+			}
+			if st.Tools == 0 {
+				t.Fatal("no tools listed")
+			}
+			echo, ok := c.Tool("echo")
+			if !ok || !echo.ReadOnly() {
+				t.Fatalf("echo missing or not read-only: %+v", echo)
+			}
+			if len(echo.RawInputSchema) == 0 {
+				t.Fatal("echo's input schema was not kept verbatim")
+			}
+			res, err := c.CallTool(context.Background(), "echo", json.RawMessage(`{"text":"hi"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Result.IsError || len(res.Result.Content) == 0 {
+				t.Fatalf("unexpected result %s", res.Raw)
+			}
+			if got := fx.Executions("echo"); got != 1 {
+				t.Fatalf("fixture executed echo %d times, want 1", got)
+			}
+		})
+	}
+}
+
+func TestModernPinnedAgainstLegacyOnlyIsAnError(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraLegacy)
+	m := newManager(t, config.Server{Name: "fx", URL: fx.URL(), Protocol: config.ProtocolModern})
+	c, _ := m.Get("fx")
+	st := waitState(t, c, api.StateError)
+	if st.LastError == "" || st.NextRetry == nil {
+		t.Fatalf("want a last error and a retry time, got %+v", st)
+	}
+}
+
+func TestUnreachableThenRecovers(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	url := fx.URL()
+	fx.Close()
+	m := newManager(t, config.Server{Name: "fx", URL: url})
+	c, _ := m.Get("fx")
+	st := waitState(t, c, api.StateError)
+	if st.Attempts < 1 {
+		t.Fatalf("attempts %d", st.Attempts)
+	}
+	if _, err := c.CallTool(context.Background(), "echo", nil); err == nil {
+		t.Fatal("a call to a server in error must fail before dispatch")
+	}
+}
+
+func TestApplyAddRemoveChange(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	m := newManager(t)
+	var mu sync.Mutex
+	changed := map[string]int{}
+	m.opts.OnChange = func(s string) { mu.Lock(); changed[s]++; mu.Unlock() }
+	added, removed, ch := m.Apply([]config.Server{{Name: "a", URL: fx.URL()}, {Name: "b", URL: fx.URL(), Disabled: true}})
+	if len(added) != 2 || len(removed) != 0 || len(ch) != 0 {
+		t.Fatalf("added %v removed %v changed %v", added, removed, ch)
+	}
+	b, _ := m.Get("b")
+	if b.Status().State != api.StateDisabled {
+		t.Fatalf("b state %s", b.Status().State)
+	}
+	a, _ := m.Get("a")
+	waitState(t, a, api.StateReady)
+	added, removed, ch = m.Apply([]config.Server{{Name: "a", URL: fx.URL(), Protocol: config.ProtocolLegacy}})
+	if len(added) != 0 || len(removed) != 1 || len(ch) != 1 {
+		t.Fatalf("added %v removed %v changed %v", added, removed, ch)
+	}
+	a2, _ := m.Get("a")
+	if a2 == a {
+		t.Fatal("a changed server must get a new connection")
+	}
+	if st := waitState(t, a2, api.StateReady); st.Era != EraLegacy {
+		t.Fatalf("era %s", st.Era)
+	}
+	if _, ok := m.Get("b"); ok {
+		t.Fatal("b was removed")
+	}
+}
+
+func TestStdioCrashingChild(t *testing.T) {
+	m := newManager(t, config.Server{Name: "crash", Command: "sh", Args: []string{"-c", "exit 3"}})
+	c, _ := m.Get("crash")
+	st := waitState(t, c, api.StateError)
+	if st.LastError == "" {
+		t.Fatal("no last error for a crashing child")
+	}
+}
+
+func TestChildEnvIsMinimal(t *testing.T) {
+	t.Setenv("MCPX_TEST_SECRET", "canary-secret-value")
+	env := childEnv(map[string]string{"LOG_LEVEL": "warn"})
+	for _, kv := range env {
+		if kv == "MCPX_TEST_SECRET=canary-secret-value" {
+			t.Fatal("the daemon's environment leaked to the child")
+		}
+	}
+	found := false
+	for _, kv := range env {
+		found = found || kv == "LOG_LEVEL=warn"
+	}
+	if !found {
+		t.Fatal("configured env missing")
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0},
+		{"5", 5 * time.Second},
+		{"-3", 0},
+		{"99999", time.Hour},
+		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
+		{"soon", 0},
+	}
+	for _, tt := range tests {
+		if got := parseRetryAfter(tt.in, now); got != tt.want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestListChangedPropagates(t *testing.T) {
+	for _, protocol := range []string{config.ProtocolAuto, config.ProtocolLegacy} {
+		t.Run(protocol, func(t *testing.T) {
+			fx := startFixture(t, mcpserver.EraBoth)
+			changes := make(chan string, 16)
+			m := NewManager(Options{Version: "test", OnChange: func(s string) {
+				select {
+				case changes <- s:
+				default:
+				}
+			}})
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				m.Close(ctx)
+			})
+			m.Apply([]config.Server{{Name: "fx", URL: fx.URL(), Protocol: protocol}})
+			c, _ := m.Get("fx")
+			waitState(t, c, api.StateReady)
+			if err := fx.SetToolDescription("echo", "changed description"); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.After(10 * time.Second)
+			for {
+				if tl, _ := c.Tool("echo"); tl.Description == "changed description" {
+					return
+				}
+				select {
+				case <-changes:
+				case <-deadline:
+					t.Fatal("the changed tool list never reached proxyd")
+				}
+			}
+		})
+	}
+}
