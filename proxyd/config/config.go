@@ -1,0 +1,246 @@
+// Package config reads, validates and edits mcpx's YAML configuration file.
+//
+// The file lists the upstream MCP servers proxyd fronts, the loopback address
+// of the downstream endpoint and the retention of the activity log. Every
+// problem is reported with the file, line and column it comes from and a fix.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Config is the whole file.
+type Config struct {
+	Listen   string         `yaml:"listen,omitempty" json:"listen,omitempty"` // downstream MCP endpoint, loopback host:port; default DefaultListen
+	Activity ActivityConfig `yaml:"activity,omitempty" json:"activity,omitzero"`
+	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
+
+	// src locates parsed values for Validate; empty for a Config built in code.
+	src *source
+}
+
+// ActivityConfig bounds the activity log.
+type ActivityConfig struct {
+	MaxAge  Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`   // retention by age, default DefaultActivityMaxAge
+	MaxRows int      `yaml:"max_rows,omitempty" json:"max_rows,omitempty"` // retention by count, default DefaultActivityMaxRows
+}
+
+// Server is one upstream MCP server: either remote (URL) or a local child
+// process speaking stdio (Command).
+type Server struct {
+	Name      string            `yaml:"name" json:"name"`
+	URL       string            `yaml:"url,omitempty" json:"url,omitempty"`
+	Transport string            `yaml:"transport,omitempty" json:"transport,omitempty"` // streamable-http (default when url set) | sse | stdio (default when command set)
+	Protocol  string            `yaml:"protocol,omitempty" json:"protocol,omitempty"`   // auto (default) | legacy | modern
+	Headers   map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	TLS       *TLS              `yaml:"tls,omitempty" json:"tls,omitempty"`
+	OAuth     *OAuth            `yaml:"oauth,omitempty" json:"oauth,omitempty"`
+	Command   string            `yaml:"command,omitempty" json:"command,omitempty"`
+	Args      []string          `yaml:"args,omitempty" json:"args,omitempty"`
+	Env       map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Disabled  bool              `yaml:"disabled,omitempty" json:"disabled,omitempty"`
+	Timeout   Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"` // per-call timeout, default DefaultCallTimeout
+}
+
+// TLS adjusts certificate verification for a remote server.
+type TLS struct {
+	CAFile string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"` // PEM bundle trusted in addition to the system roots
+}
+
+// OAuth configures sign-in to a protected remote server. Every field is
+// optional: discovery and dynamic registration fill in what is missing.
+type OAuth struct {
+	ClientID                string   `yaml:"client_id,omitempty" json:"client_id,omitempty"`
+	ClientSecret            string   `yaml:"client_secret,omitempty" json:"client_secret,omitempty"`
+	Scopes                  []string `yaml:"scopes,omitempty" json:"scopes,omitempty"`
+	AuthorizationEndpoint   string   `yaml:"authorization_endpoint,omitempty" json:"authorization_endpoint,omitempty"`
+	TokenEndpoint           string   `yaml:"token_endpoint,omitempty" json:"token_endpoint,omitempty"`
+	RegistrationEndpoint    string   `yaml:"registration_endpoint,omitempty" json:"registration_endpoint,omitempty"`
+	AuthServerMetadataURL   string   `yaml:"auth_server_metadata_url,omitempty" json:"auth_server_metadata_url,omitempty"`
+	ClientMetadataURL       string   `yaml:"client_metadata_url,omitempty" json:"client_metadata_url,omitempty"`               // CIMD client id URL
+	AllowMissingPKCEMethods bool     `yaml:"allow_missing_pkce_methods,omitempty" json:"allow_missing_pkce_methods,omitempty"` // proceed with S256 when the AS omits code_challenge_methods_supported
+}
+
+// DefaultListen is the downstream MCP endpoint when the file sets none.
+const DefaultListen = "127.0.0.1:7861"
+
+// Defaults for optional settings.
+const (
+	DefaultActivityMaxAge  = 30 * 24 * time.Hour
+	DefaultActivityMaxRows = 1_000_000
+	DefaultCallTimeout     = 60 * time.Second
+)
+
+// Upstream transports.
+const (
+	TransportStreamableHTTP = "streamable-http"
+	TransportSSE            = "sse"
+	TransportStdio          = "stdio"
+)
+
+// Protocol eras: legacy is the session-based era, modern the session-less
+// one; auto negotiates.
+const (
+	ProtocolAuto   = "auto"
+	ProtocolLegacy = "legacy"
+	ProtocolModern = "modern"
+)
+
+// Redacted replaces secret values when a server is printed.
+const Redacted = "[redacted]"
+
+// DefaultPath is $XDG_CONFIG_HOME/mcpx/config.yaml, else
+// ~/.config/mcpx/config.yaml.
+func DefaultPath() string {
+	if dir := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(dir) {
+		return filepath.Join(dir, "mcpx", "config.yaml")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		// No home: a relative path is still better than failing to start.
+		return filepath.Join(".config", "mcpx", "config.yaml")
+	}
+	return filepath.Join(home, ".config", "mcpx", "config.yaml")
+}
+
+// Load reads, validates and applies defaults to the file at path. A missing
+// file is an empty configuration, not an error.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		c := &Config{}
+		c.ApplyDefaults()
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes, validates and applies defaults to data; path is used in
+// error messages only.
+func Parse(path string, data []byte) (*Config, error) {
+	c, err := decode(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c.ApplyDefaults()
+	return c, nil
+}
+
+// ApplyDefaults fills unset optional settings with their defaults, so
+// printing the configuration shows what proxyd uses.
+func (c *Config) ApplyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Activity.MaxAge == 0 {
+		c.Activity.MaxAge = Duration(DefaultActivityMaxAge)
+	}
+	if c.Activity.MaxRows == 0 {
+		c.Activity.MaxRows = DefaultActivityMaxRows
+	}
+	for i := range c.Servers {
+		s := &c.Servers[i]
+		s.Transport = s.EffectiveTransport()
+		s.Protocol = s.EffectiveProtocol()
+		s.Timeout = Duration(s.CallTimeout())
+	}
+}
+
+// Server returns the server called name.
+func (c *Config) Server(name string) (*Server, bool) {
+	for i := range c.Servers {
+		if c.Servers[i].Name == name {
+			return &c.Servers[i], true
+		}
+	}
+	return nil, false
+}
+
+// ListenAddr is the downstream endpoint's address.
+func (c *Config) ListenAddr() string {
+	if c.Listen == "" {
+		return DefaultListen
+	}
+	return c.Listen
+}
+
+// EffectiveTransport is the configured transport, else stdio for a command
+// and streamable-http for a URL.
+func (s *Server) EffectiveTransport() string {
+	switch {
+	case s.Transport != "":
+		return s.Transport
+	case s.Command != "":
+		return TransportStdio
+	case s.URL != "":
+		return TransportStreamableHTTP
+	}
+	return ""
+}
+
+// EffectiveProtocol is the configured protocol era, else auto.
+func (s *Server) EffectiveProtocol() string {
+	if s.Protocol == "" {
+		return ProtocolAuto
+	}
+	return s.Protocol
+}
+
+// CallTimeout bounds one call to this server.
+func (s *Server) CallTimeout() time.Duration {
+	if s.Timeout <= 0 {
+		return DefaultCallTimeout
+	}
+	return time.Duration(s.Timeout)
+}
+
+// Redacted returns a copy safe to print: header values, the client secret,
+// environment values and token-like URL query values are replaced by
+// "[redacted]".
+func (s Server) Redacted() Server {
+	out := s
+	out.URL = redactURL(s.URL)
+	out.Headers = redactMap(s.Headers)
+	out.Env = redactMap(s.Env)
+	if s.Args != nil {
+		out.Args = append([]string(nil), s.Args...)
+	}
+	if s.TLS != nil {
+		t := *s.TLS
+		out.TLS = &t
+	}
+	if s.OAuth != nil {
+		o := *s.OAuth
+		if o.ClientSecret != "" {
+			o.ClientSecret = Redacted
+		}
+		o.Scopes = append([]string(nil), s.OAuth.Scopes...)
+		if s.OAuth.Scopes == nil {
+			o.Scopes = nil
+		}
+		out.OAuth = &o
+	}
+	return out
+}
+
+func redactMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = Redacted
+	}
+	return out
+}

@@ -1,0 +1,391 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+var (
+	nameRe   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
+	envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// managedHeaders are set by mcpx or the HTTP stack on every request; a
+// configured value would break the transport or the session.
+var managedHeaders = map[string]bool{
+	"content-length":       true,
+	"transfer-encoding":    true,
+	"connection":           true,
+	"host":                 true,
+	"mcp-session-id":       true,
+	"mcp-protocol-version": true,
+}
+
+// Validate checks every value. Problems are *Error values (joined with
+// errors.Join when there are several) that point into the file when the
+// Config came from Parse or Load.
+func (c *Config) Validate() error {
+	var errs []*Error
+	v := &validator{src: c.src, errs: &errs}
+	if c.src != nil {
+		v.file = c.src.file
+	}
+	v.listen(c.Listen)
+	if c.Activity.MaxAge < 0 {
+		v.add("activity.max_age", "activity max_age must not be negative", "use a positive duration such as 720h")
+	}
+	if c.Activity.MaxRows < 0 {
+		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
+	}
+	firstByName := map[string]int{}
+	for i := range c.Servers {
+		s := &c.Servers[i]
+		sv := v.forServer(c, i)
+		sv.server(s, i)
+		if s.Name == "" {
+			continue
+		}
+		if j, dup := firstByName[s.Name]; dup {
+			hint := "give each server its own name"
+			if p := v.src.at(fmt.Sprintf("servers[%d].name", j)); p.line > 0 && sv.src != nil {
+				hint = fmt.Sprintf("rename this one or the server on line %d", p.line)
+			}
+			sv.add("name", fmt.Sprintf("duplicate server name %q", s.Name), hint)
+			continue
+		}
+		firstByName[s.Name] = i
+	}
+	sort.SliceStable(errs, func(a, b int) bool {
+		la, lb := errs[a].Line, errs[b].Line
+		if la == 0 || lb == 0 {
+			return la != 0 && lb == 0
+		}
+		if la != lb {
+			return la < lb
+		}
+		return errs[a].Column < errs[b].Column
+	})
+	return joinErrors(errs)
+}
+
+type validator struct {
+	file   string
+	src    *source
+	prefix string // path of the server being checked, "" at the top level
+	where  string
+	errs   *[]*Error
+}
+
+func (v *validator) path(p string) string {
+	if v.prefix == "" {
+		return p
+	}
+	if p == "" {
+		return v.prefix
+	}
+	if strings.HasPrefix(p, "[") {
+		return v.prefix + p
+	}
+	return v.prefix + "." + p
+}
+
+func (v *validator) addAt(at pos, msg, hint string) {
+	e := &Error{File: v.file, Line: at.line, Column: at.col, Msg: msg, Hint: hint}
+	*v.errs = append(*v.errs, e)
+}
+
+// add reports a problem with the value at path.
+func (v *validator) add(p, msg, hint string) {
+	if v.src == nil {
+		v.addAt(pos{}, msg, hint)
+		return
+	}
+	v.addAt(v.src.at(v.path(p)), msg, hint)
+}
+
+// addKey reports a problem with the key at path itself.
+func (v *validator) addKey(p, msg, hint string) {
+	if v.src == nil {
+		v.addAt(pos{}, msg, hint)
+		return
+	}
+	v.addAt(v.src.keyAt(v.path(p)), msg, hint)
+}
+
+// forServer returns a validator for server i. Positions are used only when
+// the server is still where parsing found it.
+func (v *validator) forServer(c *Config, i int) *validator {
+	sv := &validator{file: v.file, errs: v.errs, prefix: fmt.Sprintf("servers[%d]", i)}
+	if c.src != nil && i < len(c.src.names) && c.src.names[i] == c.Servers[i].Name {
+		sv.src = c.src
+	}
+	sv.where = serverWhere(c.Servers[i].Name, i)
+	return sv
+}
+
+func (v *validator) listen(addr string) {
+	if addr == "" {
+		return
+	}
+	if err := checkListen(addr); err != nil {
+		v.add("listen", err.Error(), "proxyd serves MCP clients on this machine only: use a loopback address such as "+DefaultListen)
+	}
+}
+
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen %q is not host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("listen %q has an invalid port", addr)
+	}
+	if !isLoopbackHost(host) {
+		return fmt.Errorf("listen %q is not a loopback address; proxyd only listens on loopback (127.0.0.0/8, ::1, localhost)", addr)
+	}
+	return nil
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (v *validator) server(s *Server, i int) {
+	where := v.where
+	switch {
+	case s.Name == "":
+		v.add("", fmt.Sprintf("servers entry %d has no name", i+1), "add a short name such as `name: docs`")
+	case !nameRe.MatchString(s.Name):
+		v.add("name", fmt.Sprintf("invalid server name %q", s.Name),
+			"use 1-31 lower-case letters, digits and '-', starting with a letter or digit; no '_', because tools are exposed as <server>__<tool>")
+	}
+
+	remote, local := s.URL != "", s.Command != ""
+	switch {
+	case remote && local:
+		v.addKey("command", fmt.Sprintf("%s has both url and command", where), "keep url for a remote server or command for a local stdio server, not both")
+	case !remote && !local:
+		v.add("", fmt.Sprintf("%s has neither url nor command", where), "add `url: https://host/mcp` for a remote server or `command: ...` for a local stdio server")
+	}
+	if remote {
+		if err := checkServerURL(s.URL); err != nil {
+			v.add("url", fmt.Sprintf("%s%v", prefix(where), err), "use an absolute http:// or https:// URL with a host and no user:password@ part (credentials belong in oauth)")
+		}
+	}
+	if local && strings.TrimSpace(s.Command) == "" {
+		v.add("command", fmt.Sprintf("%scommand is blank", prefix(where)), "name the program to run, e.g. `command: npx`")
+	}
+
+	switch s.Transport {
+	case "":
+	case TransportStdio:
+		if !local && remote {
+			v.add("transport", fmt.Sprintf("%stransport stdio needs command, not url", prefix(where)), "remove transport (url servers default to streamable-http) or use sse")
+		}
+	case TransportStreamableHTTP, TransportSSE:
+		if !remote && local {
+			v.add("transport", fmt.Sprintf("%stransport %s needs url, not command", prefix(where), s.Transport), "remove transport (command servers default to stdio)")
+		}
+	default:
+		v.add("transport", fmt.Sprintf("%sunknown transport %q", prefix(where), s.Transport), "use streamable-http, sse or stdio")
+	}
+	switch s.Protocol {
+	case "", ProtocolAuto, ProtocolLegacy, ProtocolModern:
+	default:
+		v.add("protocol", fmt.Sprintf("%sunknown protocol %q", prefix(where), s.Protocol), "use auto (negotiate), legacy (session era) or modern (session-less era)")
+	}
+
+	v.headers(s.Headers, where, s.Name)
+	if s.TLS != nil && s.TLS.CAFile == "" || s.TLS == nil && v.src.has(v.path("tls")) {
+		v.add("tls", fmt.Sprintf("%stls is given without ca_file", prefix(where)), "set `tls: {ca_file: /path/to/ca.pem}` or remove tls")
+	}
+	if s.OAuth != nil {
+		v.oauth(s.OAuth, where)
+	}
+	for k, val := range s.Env {
+		ep := "env[" + k + "]"
+		if !envKeyRe.MatchString(k) {
+			v.addKey(ep, fmt.Sprintf("%sinvalid environment variable name %q", prefix(where), k), "use letters, digits and '_', not starting with a digit")
+		}
+		if strings.ContainsRune(val, 0) {
+			v.add(ep, fmt.Sprintf("%senvironment variable %q contains a NUL byte", prefix(where), k), "remove the NUL character")
+		}
+	}
+	for j, a := range s.Args {
+		if strings.ContainsRune(a, 0) {
+			v.add(fmt.Sprintf("args[%d]", j), fmt.Sprintf("%sargument %d contains a NUL byte", prefix(where), j+1), "remove the NUL character")
+		}
+	}
+	if s.Timeout < 0 {
+		v.add("timeout", fmt.Sprintf("%stimeout must not be negative", prefix(where)), "use a positive duration such as 60s")
+	}
+
+	// Keys that only make sense for the other kind of server are mistakes,
+	// not settings to ignore silently.
+	if remote && !local {
+		if len(s.Args) > 0 || v.src.has(v.path("args")) {
+			v.addKey("args", fmt.Sprintf("%sargs apply only to command servers", prefix(where)), "remove args, or replace url with command")
+		}
+		if len(s.Env) > 0 || v.src.has(v.path("env")) {
+			v.addKey("env", fmt.Sprintf("%senv applies only to command servers", prefix(where)), "remove env; send values to a remote server with headers")
+		}
+	}
+	if local && !remote {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"headers", len(s.Headers) > 0}, {"tls", s.TLS != nil}, {"oauth", s.OAuth != nil}} {
+			if k.set || v.src.has(v.path(k.key)) {
+				v.addKey(k.key, fmt.Sprintf("%s%s applies only to url servers", prefix(where), k.key), "remove "+k.key+", or replace command with url")
+			}
+		}
+	}
+}
+
+// checkServerURL never echoes the URL: user information or a query may
+// carry a credential.
+func checkServerURL(raw string) error {
+	if strings.IndexFunc(raw, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("url contains whitespace")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("url does not parse")
+	}
+	if u.User != nil {
+		return fmt.Errorf("url must not contain user information")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("url must start with http:// or https://, not %q", u.Scheme+":")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return fmt.Errorf("url has no host")
+	}
+	return nil
+}
+
+func (v *validator) headers(h map[string]string, where, name string) {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		hp := "headers[" + k + "]"
+		switch {
+		case strings.EqualFold(k, "Authorization"), strings.EqualFold(k, "Proxy-Authorization"):
+			v.addKey(hp, fmt.Sprintf("%sheaders must not set %s", prefix(where), k),
+				"remove it: configure the server's oauth block if needed and sign in with `mcpx login "+name+"`; tokens never belong in the config file")
+		case !validHeaderName(k):
+			v.addKey(hp, fmt.Sprintf("%sinvalid header name %q", prefix(where), k), "use letters, digits and - (e.g. X-Team)")
+		case managedHeaders[strings.ToLower(k)]:
+			v.addKey(hp, fmt.Sprintf("%sheader %s is managed by mcpx", prefix(where), k), "remove it")
+		}
+		if !validHeaderValue(h[k]) {
+			v.add(hp, fmt.Sprintf("%sheader %s has an invalid value (control characters such as CR or LF)", prefix(where), k), "put the value on one line without control characters")
+		}
+	}
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *validator) oauth(o *OAuth, where string) {
+	for _, f := range []struct{ key, val string }{
+		{"authorization_endpoint", o.AuthorizationEndpoint},
+		{"token_endpoint", o.TokenEndpoint},
+		{"registration_endpoint", o.RegistrationEndpoint},
+		{"auth_server_metadata_url", o.AuthServerMetadataURL},
+		{"client_metadata_url", o.ClientMetadataURL},
+	} {
+		if f.val == "" {
+			continue
+		}
+		if err := ValidateEndpointURL(f.key, f.val); err != nil {
+			e := err.(*Error)
+			v.add("oauth."+f.key, prefix(where)+e.Msg, e.Hint)
+		}
+	}
+	if o.ClientSecret != "" && o.ClientID == "" {
+		v.addKey("oauth.client_secret", fmt.Sprintf("%soauth client_secret is set without client_id", prefix(where)), "add the client_id the secret belongs to, or remove client_secret to use dynamic registration")
+	}
+	for i, sc := range o.Scopes {
+		if sc == "" || strings.IndexFunc(sc, unicode.IsSpace) >= 0 {
+			v.add(fmt.Sprintf("oauth.scopes[%d]", i), fmt.Sprintf("%sinvalid oauth scope %q", prefix(where), sc), "list each scope as its own item, e.g. `scopes: [read, write]`")
+		}
+	}
+}
+
+// ValidateEndpointURL checks an OAuth endpoint override: https, or http
+// only on a loopback host; no query, fragment, user information or
+// whitespace. field names the config key in the message. The error is an
+// *Error without a position.
+func ValidateEndpointURL(field, raw string) error {
+	bad := func(why string) error {
+		return &Error{Msg: fmt.Sprintf("oauth %s %s", field, why),
+			Hint: "use an https:// URL (http:// only for localhost or 127.0.0.1) without ?query, #fragment or user:password@"}
+	}
+	if raw == "" {
+		return bad("is empty")
+	}
+	if strings.IndexFunc(raw, unicode.IsSpace) >= 0 {
+		return bad("contains whitespace")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad("is not a valid URL")
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http":
+		if !isLoopbackHost(u.Hostname()) {
+			return bad("uses http:// on a non-loopback host")
+		}
+	default:
+		return bad("must be an https:// URL")
+	}
+	switch {
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		return bad("has no host")
+	case u.User != nil:
+		return bad("must not contain user information")
+	case u.RawQuery != "" || u.ForceQuery:
+		return bad("must not have a query")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return bad("must not have a fragment")
+	}
+	return nil
+}
