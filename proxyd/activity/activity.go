@@ -1,0 +1,466 @@
+// Package activity records every tool call proxyd makes: a batched writer off
+// the call path, filtered queries, live follow, streaming export, summaries
+// and bounded retention.
+package activity
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
+)
+
+// Call statuses.
+const (
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// Vocabularies for validating filters.
+var (
+	Statuses  = []string{StatusOK, StatusError}
+	SummaryBy = []string{"server", "tool", "error_class", "fault_domain"}
+)
+
+// ErrNotFound is returned by Get for an unknown id.
+var ErrNotFound = errors.New("activity record not found")
+
+// ErrClosed is returned by Flush after Close.
+var ErrClosed = errors.New("activity store closed")
+
+// Record is one tool call.
+type Record struct {
+	ID                 int64     `json:"id"`
+	Time               time.Time `json:"time"`
+	Server             string    `json:"server"`
+	Tool               string    `json:"tool"`
+	DurationMS         float64   `json:"duration_ms"`
+	Status             string    `json:"status"`          // ok | error
+	Error              string    `json:"error,omitempty"` // redacted
+	ErrorClass         string    `json:"error_class,omitempty"`
+	FaultDomain        string    `json:"fault_domain,omitempty"`
+	UpstreamHTTPStatus int       `json:"upstream_http_status,omitempty"`
+	Reason             string    `json:"reason,omitempty"` // why the call got its class
+	RequestID          string    `json:"request_id,omitempty"`
+	Client             string    `json:"client,omitempty"` // downstream session or process
+	ProtocolEra        string    `json:"protocol_era,omitempty"`
+	Reinit             bool      `json:"reinit,omitempty"`
+	Retried            bool      `json:"retried,omitempty"`
+	TokenRefresh       bool      `json:"token_refresh,omitempty"`
+}
+
+// Filter selects records. Empty slices and zero times match everything;
+// values within one slice are alternatives.
+type Filter struct {
+	Servers      []string  `json:"servers,omitempty"`
+	Tools        []string  `json:"tools,omitempty"`
+	Statuses     []string  `json:"statuses,omitempty"`
+	ErrorClasses []string  `json:"error_classes,omitempty"`
+	FaultDomains []string  `json:"fault_domains,omitempty"`
+	Since        time.Time `json:"since,omitzero"` // inclusive
+	Until        time.Time `json:"until,omitzero"` // inclusive
+	// Limit caps List (DefaultLimit when <= 0) and Export (no cap when <= 0).
+	Limit int `json:"limit,omitempty"`
+	// AfterID keeps records with a larger id (resuming a follow).
+	AfterID int64 `json:"after_id,omitempty"`
+}
+
+// DefaultLimit is List's limit when the filter sets none.
+const DefaultLimit = 1000
+
+// Match reports whether r passes the filter (Limit aside).
+func (f Filter) Match(r Record) bool {
+	in := func(set []string, v string) bool { return len(set) == 0 || slices.Contains(set, v) }
+	return in(f.Servers, r.Server) && in(f.Tools, r.Tool) && in(f.Statuses, r.Status) &&
+		in(f.ErrorClasses, r.ErrorClass) && in(f.FaultDomains, r.FaultDomain) &&
+		(f.Since.IsZero() || !r.Time.Before(f.Since)) && (f.Until.IsZero() || !r.Time.After(f.Until)) &&
+		r.ID > f.AfterID
+}
+
+// Options tune the store. Zero values take the defaults below.
+type Options struct {
+	// MaxAge and MaxRows bound retention; negative disables the bound.
+	MaxAge  time.Duration
+	MaxRows int
+	// BatchSize is the most records written per transaction.
+	BatchSize int
+	// FlushInterval is how long a partial batch waits for company.
+	FlushInterval time.Duration
+	// QueueSize is the number of records Add can buffer.
+	QueueSize int
+	// RetentionInterval is how often retention runs.
+	RetentionInterval time.Duration
+	Now               func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultMaxAge            = 30 * 24 * time.Hour
+	DefaultMaxRows           = 1_000_000
+	DefaultBatchSize         = 512
+	DefaultFlushInterval     = 50 * time.Millisecond
+	DefaultQueueSize         = 8192
+	DefaultRetentionInterval = time.Minute
+	// MaxErrorLen bounds the stored error text.
+	MaxErrorLen = 4096
+	// addWait bounds how long Add waits for room before dropping.
+	addWait = 5 * time.Millisecond
+	// retentionBatch is the most rows one retention statement deletes.
+	retentionBatch = 1000
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxAge == 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.MaxRows == 0 {
+		o.MaxRows = DefaultMaxRows
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.RetentionInterval <= 0 {
+		o.RetentionInterval = DefaultRetentionInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// item is a record to write, or a flush request when done is set.
+type item struct {
+	rec  Record
+	done chan error
+}
+
+// Store is the activity log over the state database.
+type Store struct {
+	db   *store.DB
+	opts Options
+
+	queue   chan item
+	stop    chan struct{}
+	stopped chan struct{}
+	closed  atomic.Bool
+	once    sync.Once
+
+	dropped    atomic.Uint64
+	subDropped atomic.Uint64
+	writeErrs  atomic.Uint64
+
+	mu     sync.Mutex
+	subs   map[*subscriber]struct{}
+	lastMu sync.Mutex
+	last   error
+}
+
+// NewStore starts the background writer; Close stops it.
+func NewStore(db *store.DB, opts Options) *Store {
+	s := &Store{
+		db:      db,
+		opts:    opts.withDefaults(),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		subs:    make(map[*subscriber]struct{}),
+	}
+	s.queue = make(chan item, s.opts.QueueSize)
+	go s.run()
+	return s
+}
+
+// Add queues r for writing and returns at once; it never waits on disk. If
+// the queue stays full for a few milliseconds the record is dropped and
+// counted (Dropped). The time defaults to now and the status to error when
+// an error class is set, else ok. Error and reason texts are redacted and
+// stripped of control characters before they are stored.
+func (s *Store) Add(r Record) {
+	if s.closed.Load() {
+		s.dropped.Add(1)
+		return
+	}
+	if r.Time.IsZero() {
+		r.Time = s.opts.Now()
+	}
+	if r.Status == "" {
+		r.Status = StatusOK
+		if r.ErrorClass != "" {
+			r.Status = StatusError
+		}
+	}
+	it := item{rec: r}
+	select {
+	case s.queue <- it:
+		return
+	default:
+	}
+	t := time.NewTimer(addWait)
+	defer t.Stop()
+	select {
+	case s.queue <- it:
+	case <-t.C:
+		s.dropped.Add(1)
+	case <-s.stop:
+		s.dropped.Add(1)
+	}
+}
+
+// Dropped counts records lost: the queue was full, the store was closed, or
+// their batch failed to write.
+func (s *Store) Dropped() uint64 { return s.dropped.Load() }
+
+// SubscriberDropped counts live records a slow subscriber missed.
+func (s *Store) SubscriberDropped() uint64 { return s.subDropped.Load() }
+
+// WriteErrors counts batches that failed to write; LastError is the latest.
+func (s *Store) WriteErrors() uint64 { return s.writeErrs.Load() }
+
+// LastError is the latest write or retention error, or nil.
+func (s *Store) LastError() error {
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
+	return s.last
+}
+
+// Flush waits until every record added before the call is written.
+func (s *Store) Flush(ctx context.Context) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	done := make(chan error, 1)
+	select {
+	case s.queue <- item{done: done}:
+	case <-s.stopped:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("flush activity: %w", ctx.Err())
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-s.stopped:
+		// The writer may have answered just before stopping.
+		select {
+		case err := <-done:
+			return err
+		default:
+			return ErrClosed
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("flush activity: %w", ctx.Err())
+	}
+}
+
+// Close writes what is queued, stops the writer and ends subscriptions. The
+// database stays open (it belongs to the caller).
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		close(s.stop)
+		<-s.stopped
+		s.mu.Lock()
+		for sub := range s.subs {
+			close(sub.ch)
+			delete(s.subs, sub)
+		}
+		s.mu.Unlock()
+	})
+	return s.LastError()
+}
+
+func (s *Store) setErr(err error) {
+	s.lastMu.Lock()
+	s.last = err
+	s.lastMu.Unlock()
+}
+
+// run is the single writer: it batches records, answers flushes and
+// trims old rows between batches.
+func (s *Store) run() {
+	defer close(s.stopped)
+	batch := make([]Record, 0, s.opts.BatchSize)
+	var flushes []chan error
+	var flushTimer *time.Timer
+	var flushC <-chan time.Time
+	retention := time.NewTimer(0) // trim once at start
+	defer retention.Stop()
+
+	write := func() {
+		var err error
+		if len(batch) > 0 {
+			err = s.insert(batch)
+			if err != nil {
+				s.writeErrs.Add(1)
+				s.dropped.Add(uint64(len(batch)))
+				s.setErr(err)
+			}
+		}
+		for _, d := range flushes {
+			d <- err
+		}
+		batch, flushes = batch[:0], flushes[:0]
+		if flushTimer != nil {
+			flushTimer.Stop()
+			flushTimer, flushC = nil, nil
+		}
+	}
+	take := func(it item) {
+		if it.done != nil {
+			flushes = append(flushes, it.done)
+			return
+		}
+		batch = append(batch, it.rec)
+	}
+
+	for {
+		select {
+		case it := <-s.queue:
+			take(it)
+			// Take what is already waiting, up to a batch.
+		drain:
+			for len(batch) < s.opts.BatchSize && len(flushes) == 0 {
+				select {
+				case it := <-s.queue:
+					take(it)
+				default:
+					break drain
+				}
+			}
+			if len(batch) >= s.opts.BatchSize || len(flushes) > 0 {
+				write()
+			} else if flushTimer == nil && len(batch) > 0 {
+				flushTimer = time.NewTimer(s.opts.FlushInterval)
+				flushC = flushTimer.C
+			}
+		case <-flushC:
+			flushTimer, flushC = nil, nil
+			write()
+		case <-retention.C:
+			more, err := s.trim(context.Background())
+			if err != nil {
+				s.setErr(err)
+			}
+			next := s.opts.RetentionInterval
+			if more {
+				next = 10 * time.Millisecond // keep going, a batch at a time
+			}
+			retention.Reset(next)
+		case <-s.stop:
+			for {
+				select {
+				case it := <-s.queue:
+					take(it)
+					if len(batch) >= s.opts.BatchSize {
+						write()
+					}
+					continue
+				default:
+				}
+				break
+			}
+			write()
+			return
+		}
+	}
+}
+
+func (s *Store) insert(batch []Record) error {
+	ctx := context.Background()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("write activity: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	stmt, err := tx.PrepareContext(ctx, insertSQL)
+	if err != nil {
+		return fmt.Errorf("write activity: prepare: %w", err)
+	}
+	defer stmt.Close()
+	for i := range batch {
+		r := &batch[i]
+		r.Error = truncate(callerr.StripControl(callerr.Redact(r.Error)), MaxErrorLen)
+		r.Reason = truncate(callerr.StripControl(callerr.Redact(r.Reason)), MaxErrorLen)
+		// Subscribers get exactly what Get would return.
+		r.Time = time.Unix(0, r.Time.UnixNano()).UTC()
+		durUS := int64(r.DurationMS*1000 + 0.5)
+		r.DurationMS = float64(durUS) / 1000
+		res, err := stmt.ExecContext(ctx, r.Time.UnixNano(), r.Server, r.Tool, durUS, r.Status, r.Error,
+			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
+			r.Reinit, r.Retried, r.TokenRefresh, r.Reason)
+		if err != nil {
+			return fmt.Errorf("write activity: insert: %w", err)
+		}
+		if r.ID, err = res.LastInsertId(); err != nil {
+			return fmt.Errorf("write activity: id: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("write activity: commit: %w", err)
+	}
+	s.publish(batch)
+	return nil
+}
+
+const insertSQL = `INSERT INTO activity (ts, server, tool, duration_us, status, error,
+	error_class, fault_domain, upstream_http_status, request_id, client, protocol_era,
+	reinit, retried, token_refresh, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary.
+	for n > 0 && s[n]&0xc0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// trim deletes at most one batch of rows past the age or row bound and
+// reports whether more remain.
+func (s *Store) trim(ctx context.Context) (bool, error) {
+	more := false
+	if s.opts.MaxAge > 0 {
+		cutoff := s.opts.Now().Add(-s.opts.MaxAge).UnixNano()
+		res, err := s.db.ExecContext(ctx, `DELETE FROM activity WHERE id IN
+			(SELECT id FROM activity WHERE ts < ? ORDER BY ts LIMIT ?)`, cutoff, retentionBatch)
+		if err != nil {
+			return false, fmt.Errorf("activity retention by age: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == retentionBatch {
+			more = true
+		}
+	}
+	if s.opts.MaxRows > 0 {
+		// Ids only grow and old rows go first, so the rows above
+		// max(id)-MaxRows are the newest MaxRows (fewer if ids have gaps).
+		var maxID sql.NullInt64
+		if err := s.db.QueryRowContext(ctx, `SELECT max(id) FROM activity`).Scan(&maxID); err != nil {
+			return false, fmt.Errorf("activity retention by rows: %w", err)
+		}
+		if cut := maxID.Int64 - int64(s.opts.MaxRows); maxID.Valid && cut > 0 {
+			res, err := s.db.ExecContext(ctx, `DELETE FROM activity WHERE id IN
+				(SELECT id FROM activity WHERE id <= ? ORDER BY id LIMIT ?)`, cut, retentionBatch)
+			if err != nil {
+				return false, fmt.Errorf("activity retention by rows: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n == retentionBatch {
+				more = true
+			}
+		}
+	}
+	return more, nil
+}

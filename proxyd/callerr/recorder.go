@@ -1,0 +1,297 @@
+package callerr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Facts are what the HTTP transport saw for one call. The MCP library
+// flattens non-2xx responses and drops non-standard JSON-RPC codes, so
+// classification relies on these instead of error text.
+type Facts struct {
+	// Dispatched is true once the call was handed to the upstream (an HTTP
+	// request was sent, or a stdio message written).
+	Dispatched bool
+	// HTTPStatus, ContentType, HTMLBody, JSONRPCCode and HasJSONRPCCode
+	// describe the last HTTP response of the call; 0/empty without one.
+	HTTPStatus     int
+	ContentType    string
+	HTMLBody       bool
+	JSONRPCCode    int
+	HasJSONRPCCode bool
+	// Requests counts HTTP requests sent for the call.
+	Requests int
+	// BodyComplete is true when the transport read the whole (JSON or
+	// error) body without a read error, so a decode failure afterwards
+	// means a malformed body rather than a dropped connection.
+	BodyComplete bool
+	// SessionLost is true when a request carrying a session id got a 404.
+	SessionLost bool
+	// TransportErr is the last error the HTTP transport returned (no response).
+	TransportErr error
+}
+
+// Recorder collects Facts for one call; it is safe for concurrent use.
+type Recorder struct {
+	mu sync.Mutex
+	f  Facts
+}
+
+type recorderKey struct{}
+
+// WithRecorder returns a context carrying a fresh Recorder for one call.
+func WithRecorder(ctx context.Context) (context.Context, *Recorder) {
+	r := &Recorder{}
+	return context.WithValue(ctx, recorderKey{}, r), r
+}
+
+// RecorderFrom returns the context's Recorder, or nil.
+func RecorderFrom(ctx context.Context) *Recorder {
+	r, _ := ctx.Value(recorderKey{}).(*Recorder)
+	return r
+}
+
+// Facts returns a snapshot of what was recorded so far.
+func (r *Recorder) Facts() Facts {
+	if r == nil {
+		return Facts{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.f
+}
+
+// MarkDispatched records that the call left the proxy (used by non-HTTP
+// transports; the HTTP transport marks it itself).
+func (r *Recorder) MarkDispatched() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.f.Dispatched = true
+	r.mu.Unlock()
+}
+
+// peekLimit bounds how much of a JSON or error body is inspected; JSON-RPC
+// error responses and gateway error pages fit well within it.
+const peekLimit = 64 << 10
+
+// sessionHeader is the legacy-era session header.
+const sessionHeader = "Mcp-Session-Id"
+
+type recordingTransport struct{ next http.RoundTripper }
+
+// NewTransport wraps next (nil means http.DefaultTransport) so that requests
+// whose context carries a Recorder have their dispatch, status, content type
+// and JSON-RPC error code recorded. It must be the outermost layer so it sees
+// what the MCP library sees. Requests without a Recorder pass through
+// untouched; streamed (SSE) bodies are observed as they are read, never
+// buffered.
+func NewTransport(next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &recordingTransport{next: next}
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// wrapped transport.
+func (t *recordingTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := RecorderFrom(req.Context())
+	if rec == nil {
+		return t.next.RoundTrip(req)
+	}
+	withSession := req.Header.Get(sessionHeader) != ""
+	rec.mu.Lock()
+	rec.f.Dispatched = true
+	rec.f.Requests++
+	// Response facts describe the latest request only.
+	rec.f.HTTPStatus, rec.f.ContentType, rec.f.HTMLBody, rec.f.BodyComplete = 0, "", false, false
+	rec.f.JSONRPCCode, rec.f.HasJSONRPCCode, rec.f.TransportErr = 0, false, nil
+	rec.mu.Unlock()
+
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		rec.mu.Lock()
+		rec.f.TransportErr = err
+		rec.mu.Unlock()
+		return resp, err
+	}
+	mediaType := mediaType(resp.Header.Get("Content-Type"))
+	rec.mu.Lock()
+	rec.f.HTTPStatus = resp.StatusCode
+	rec.f.ContentType = mediaType
+	if resp.StatusCode == http.StatusNotFound && withSession {
+		rec.f.SessionLost = true
+	}
+	rec.f.HTMLBody = mediaType == "text/html"
+	rec.mu.Unlock()
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return resp, nil
+	}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	switch {
+	case mediaType == "text/event-stream":
+		resp.Body = &sseObserver{rc: resp.Body, rec: rec}
+	case mediaType == "application/json" || !ok:
+		inspectBody(resp, rec, mediaType)
+	}
+	return resp, nil
+}
+
+// mediaType is the lower-cased type/subtype of a Content-Type value.
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+var errorKey = []byte(`"error"`)
+
+// inspectBody reads up to peekLimit+1 bytes and puts them back in front of
+// the rest of the body, so the reader sees the body unchanged. A body larger
+// than the limit is not parsed; a body without an "error" key is not parsed
+// either, which keeps large results cheap.
+func inspectBody(resp *http.Response, rec *Recorder, mediaType string) {
+	orig := resp.Body
+	var head []byte
+	var err error
+	if cl := resp.ContentLength; cl >= 0 && cl <= peekLimit {
+		head = make([]byte, 0, cl+1)
+		var n int64
+		buf := bytes.NewBuffer(head)
+		n, err = buf.ReadFrom(io.LimitReader(orig, peekLimit+1))
+		head = buf.Bytes()[:n]
+	} else {
+		head, err = io.ReadAll(io.LimitReader(orig, peekLimit+1))
+	}
+	var tail io.Reader = orig
+	if err != nil {
+		// The body broke off (e.g. a reset mid-response): the reader gets
+		// the same error after the bytes that did arrive.
+		tail = errReader{err}
+	}
+	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(head), tail), c: orig}
+	complete := err == nil && len(head) <= peekLimit
+	trimmed := bytes.TrimSpace(head)
+	html := looksHTML(trimmed)
+	code, hasCode := 0, false
+	if complete && !html && bytes.Contains(trimmed, errorKey) {
+		code, hasCode = jsonRPCErrorCode(trimmed)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if err != nil {
+		rec.f.TransportErr = err
+	}
+	rec.f.BodyComplete = complete
+	rec.f.HTMLBody = rec.f.HTMLBody || html
+	rec.f.JSONRPCCode, rec.f.HasJSONRPCCode = code, hasCode
+}
+
+type replayBody struct {
+	io.Reader
+	c io.Closer
+}
+
+func (b *replayBody) Close() error { return b.c.Close() }
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+func looksHTML(b []byte) bool {
+	if len(b) == 0 || b[0] != '<' {
+		return false
+	}
+	head := bytes.ToLower(b[:min(len(b), 64)])
+	return bytes.HasPrefix(head, []byte("<!doctype html")) || bytes.HasPrefix(head, []byte("<html")) ||
+		bytes.HasPrefix(head, []byte("<head")) || bytes.HasPrefix(head, []byte("<body")) ||
+		bytes.HasPrefix(head, []byte("<!--")) || bytes.HasPrefix(head, []byte("<title")) ||
+		bytes.HasPrefix(head, []byte("<center"))
+}
+
+// jsonRPCErrorCode returns the error code of a JSON-RPC error response.
+func jsonRPCErrorCode(b []byte) (int, bool) {
+	var msg struct {
+		JSONRPC string `json:"jsonrpc"`
+		Error   *struct {
+			Code *int `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &msg) != nil || msg.Error == nil || msg.Error.Code == nil {
+		return 0, false
+	}
+	return *msg.Error.Code, true
+}
+
+// sseObserver passes an event stream through unchanged while scanning its
+// data lines for a JSON-RPC error, keeping at most one line's worth
+// (bounded) of state.
+type sseObserver struct {
+	rc   io.ReadCloser
+	rec  *Recorder
+	line []byte
+	skip bool // current line exceeded the bound; ignore until newline
+}
+
+func (o *sseObserver) Read(p []byte) (int, error) {
+	n, err := o.rc.Read(p)
+	o.scan(p[:n])
+	return n, err
+}
+
+func (o *sseObserver) Close() error { return o.rc.Close() }
+
+func (o *sseObserver) scan(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		chunk := b
+		if i >= 0 {
+			chunk = b[:i]
+		}
+		if !o.skip {
+			if len(o.line)+len(chunk) > peekLimit {
+				o.skip, o.line = true, o.line[:0]
+			} else {
+				o.line = append(o.line, chunk...)
+			}
+		}
+		if i < 0 {
+			return
+		}
+		if !o.skip {
+			o.observeLine(bytes.TrimRight(o.line, "\r"))
+		}
+		o.line, o.skip = o.line[:0], false
+		b = b[i+1:]
+	}
+}
+
+func (o *sseObserver) observeLine(line []byte) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return
+	}
+	data = bytes.TrimSpace(data)
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return
+	}
+	if code, ok := jsonRPCErrorCode(data); ok {
+		o.rec.mu.Lock()
+		o.rec.f.JSONRPCCode, o.rec.f.HasJSONRPCCode = code, true
+		o.rec.mu.Unlock()
+	}
+}

@@ -1,0 +1,123 @@
+package callerr
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func TestRecorderFacts(t *testing.T) {
+	tests := []struct {
+		name        string
+		status      int
+		contentType string
+		body        string
+		session     bool
+		want        Facts
+	}{
+		{"json result", 200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`, false,
+			Facts{HTTPStatus: 200, ContentType: "application/json"}},
+		{"json error with charset", 200, "application/json; charset=utf-8", `{"jsonrpc":"2.0","id":1,"error":{"code":-32099,"message":"x"}}`, false,
+			Facts{HTTPStatus: 200, ContentType: "application/json", JSONRPCCode: -32099, HasJSONRPCCode: true}},
+		{"json-rpc error under 502", 502, "application/json", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}`, false,
+			Facts{HTTPStatus: 502, ContentType: "application/json", JSONRPCCode: -32603, HasJSONRPCCode: true}},
+		{"malformed json", 200, "application/json", `{"jsonrpc":"2.0","id":`, false,
+			Facts{HTTPStatus: 200, ContentType: "application/json", BodyComplete: true}},
+		{"html by content type", 502, "text/html", `Bad gateway`, false,
+			Facts{HTTPStatus: 502, ContentType: "text/html", HTMLBody: true}},
+		{"html sniffed", 503, "text/plain", "\n  <!DOCTYPE HTML><html>down</html>", false,
+			Facts{HTTPStatus: 503, ContentType: "text/plain", HTMLBody: true}},
+		{"plain 500", 500, "text/plain", `oops`, false,
+			Facts{HTTPStatus: 500, ContentType: "text/plain"}},
+		{"404 with session", 404, "", ``, true,
+			Facts{HTTPStatus: 404, SessionLost: true}},
+		{"404 without session", 404, "", ``, false,
+			Facts{HTTPStatus: 404}},
+		{"202 accepted", 202, "", ``, false,
+			Facts{HTTPStatus: 202}},
+		{"sse error event", 200, "text/event-stream", "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32001,\"message\":\"m\"}}\r\n\r\n", false,
+			Facts{HTTPStatus: 200, ContentType: "text/event-stream", JSONRPCCode: -32001, HasJSONRPCCode: true}},
+		{"sse result", 200, "text/event-stream", "data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"error\":\"not an rpc error\"}}\n\n", false,
+			Facts{HTTPStatus: 200, ContentType: "text/event-stream"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.contentType != "" {
+					w.Header().Set("Content-Type", tt.contentType)
+				}
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			ctx, rec := WithRecorder(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("{}"))
+			if tt.session {
+				req.Header.Set("Mcp-Session-Id", "abc")
+			}
+			resp, err := (&http.Client{Transport: NewTransport(nil)}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(iotest.OneByteReader(resp.Body)) // SSE lines split across reads
+			resp.Body.Close()
+			if string(b) != tt.body {
+				t.Errorf("body changed: %q", b)
+			}
+			want := tt.want
+			want.Dispatched, want.Requests = true, 1
+			// Every non-empty body but a stream is read ahead whole.
+			want.BodyComplete = tt.body != "" && tt.contentType != "text/event-stream"
+			if got := rec.Facts(); got != want {
+				t.Errorf("Facts = %+v\nwant    %+v", got, want)
+			}
+		})
+	}
+}
+
+// Each request starts fresh response facts; session loss and the request
+// count accumulate over the call.
+func TestRecorderLastResponseWins(t *testing.T) {
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		if n == 1 {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	defer srv.Close()
+	ctx, rec := WithRecorder(context.Background())
+	hc := &http.Client{Transport: NewTransport(nil)}
+	for range 2 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+		req.Header.Set("Mcp-Session-Id", "abc")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	f := rec.Facts()
+	if f.HTTPStatus != 200 || !f.SessionLost || f.Requests != 2 {
+		t.Errorf("facts %+v", f)
+	}
+}
+
+func TestNilRecorder(t *testing.T) {
+	var r *Recorder
+	r.MarkDispatched()
+	if f := r.Facts(); f.Dispatched {
+		t.Errorf("nil recorder facts %+v", f)
+	}
+	if RecorderFrom(context.Background()) != nil {
+		t.Error("recorder from a bare context")
+	}
+}
