@@ -140,11 +140,11 @@ type ErrorDetail struct {
 
 // Error codes of the control API.
 const (
-	CodeBadRequest = "bad_request"
-	CodeNotFound   = "not_found"
-	CodeForbidden  = "forbidden"
-	CodeConflict   = "conflict"
+	CodeBadRequest  = "bad_request"
+	CodeNotFound    = "not_found"
+	CodeForbidden   = "forbidden"
+	CodeConflict    = "conflict"
 	CodeUnavailable = "unavailable"
-	CodeInternal   = "internal"
-	CodeMethod     = "method_not_allowed"
+	CodeInternal    = "internal"
+	CodeMethod      = "method_not_allowed"
 )

@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -79,6 +80,18 @@ type Conn struct {
 	prompts    []mcp.Prompt
 	resources  []mcp.Resource
 	templates  []mcp.ResourceTemplate
+
+	// sid is the session id of the established session (legacy era); it
+	// keys the re-initialisation that replaces it. hc is the server's HTTP
+	// client (the session drill sends DELETE with it).
+	sid string
+	hc  *http.Client
+
+	// gate: calls hold the read side while they run, a session
+	// re-initialisation the write side (see session.go).
+	gate    sync.RWMutex
+	flights singleflight.Group
+	forged  atomic.Pointer[forgedSession]
 
 	reinits  atomic.Int64
 	inflight sync.WaitGroup
@@ -207,7 +220,9 @@ func (c *Conn) closeClient() {
 	c.mu.Lock()
 	cl := c.cl
 	c.cl = nil
+	c.sid = ""
 	c.mu.Unlock()
+	c.forged.Store(nil)
 	if cl != nil {
 		_ = cl.Close()
 	}
@@ -221,6 +236,14 @@ func (c *Conn) clientInfo() mcp.Implementation {
 func (c *Conn) legacyPinned() bool {
 	p := c.cfg.EffectiveProtocol()
 	return p == config.ProtocolLegacy || (p == config.ProtocolAuto && c.legacySeen.Load())
+}
+
+// wrappers are the configured layers plus the session layer, innermost.
+func (c *Conn) wrappers() []Wrapper {
+	ws := append([]Wrapper(nil), c.opts.wrappers()...)
+	return append(ws, func(_ string, next http.RoundTripper) http.RoundTripper {
+		return &sessionTransport{next: next, conn: c}
+	})
 }
 
 func (c *Conn) newTransport() (transport.Interface, error) {
@@ -247,14 +270,17 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		}
 		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(s.Headers))
 	default:
-		hc, err := newHTTPClient(s, c.opts.wrappers())
+		hc, err := newHTTPClient(s, c.wrappers())
 		if err != nil {
 			return nil, err
 		}
+		c.mu.Lock()
+		c.hc = hc
+		c.mu.Unlock()
 		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPHeaders(s.Headers),
-			transport.WithHTTPLogger(c.opts.logger().With("server", c.name)),
+			transport.WithHTTPLogger(c.opts.libraryLogger(c.name)),
 		}
 		if c.legacyPinned() {
 			opts = append(opts, transport.WithContinuousListening())
@@ -324,6 +350,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	}
 	c.mu.Lock()
 	c.cl = cl
+	c.sid = cl.GetSessionId()
 	c.era = era
 	c.version = cl.ProtocolVersion()
 	c.serverInfo = res.ServerInfo
@@ -379,6 +406,8 @@ func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
 
 // refreshLists re-reads the server's lists after a list_changed.
 func (c *Conn) refreshLists() {
+	c.gate.RLock()
+	defer c.gate.RUnlock()
 	cl, err := c.client()
 	if err != nil {
 		return
@@ -463,10 +492,11 @@ type CallResult struct {
 	Raw    json.RawMessage
 }
 
-// CallTool forwards a tools/call. The arguments go out as given.
+// CallTool forwards a tools/call. The arguments go out as given. After a
+// lost session the call is repeated only when that is safe (session.go);
+// otherwise it fails with a SessionReestablishedError.
 func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) (*CallResult, error) {
-	cl, err := c.client()
-	if err != nil {
+	if _, err := c.client(); err != nil {
 		return nil, err
 	}
 	c.inflight.Add(1)
@@ -475,9 +505,18 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	if len(args) > 0 && string(args) != "null" {
 		params["arguments"] = json.RawMessage(args)
 	}
-	raw, err := rawRequest(ctx, cl, c.clientInfo(), string(mcp.MethodToolsCall), params)
+	before, known := c.Tool(name)
+	var raw json.RawMessage
+	err := c.withSession(ctx, c.callRule(before, known), func(ctx context.Context, cl *client.Client) error {
+		var err error
+		raw, err = rawRequest(ctx, cl, c.clientInfo(), string(mcp.MethodToolsCall), params)
+		return err
+	})
+	var sr *SessionReestablishedError
+	if errors.As(err, &sr) {
+		sr.Tool = name
+	}
 	if err != nil {
-		c.checkBroken(err)
 		return nil, err
 	}
 	res, err := mcp.ParseCallToolResult(&raw)
@@ -487,25 +526,25 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	return &CallResult{Result: res, Raw: raw}, nil
 }
 
-// GetPrompt forwards prompts/get.
+// GetPrompt forwards prompts/get (retried once after a re-established session).
 func (c *Conn) GetPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	cl, err := c.client()
-	if err != nil {
-		return nil, err
-	}
-	res, err := cl.GetPrompt(ctx, req)
-	c.checkBroken(err)
+	var res *mcp.GetPromptResult
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		var err error
+		res, err = cl.GetPrompt(ctx, req)
+		return err
+	})
 	return res, err
 }
 
-// ReadResource forwards resources/read.
+// ReadResource forwards resources/read (retried once after a re-established session).
 func (c *Conn) ReadResource(ctx context.Context, req mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	cl, err := c.client()
-	if err != nil {
-		return nil, err
-	}
-	res, err := cl.ReadResource(ctx, req)
-	c.checkBroken(err)
+	var res *mcp.ReadResourceResult
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		var err error
+		res, err = cl.ReadResource(ctx, req)
+		return err
+	})
 	return res, err
 }
 

@@ -35,6 +35,24 @@ func (o *Options) logger() *slog.Logger {
 	return o.Logger
 }
 
+// libraryLogger is the logger handed to mcp-go: its Info lines are
+// chatter ("listening to server forever"), so only warnings pass.
+func (o *Options) libraryLogger(server string) *slog.Logger {
+	return slog.New(minLevel{o.logger().Handler(), slog.LevelWarn}).With("server", server)
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler { return minLevel{m.Handler.WithAttrs(a), m.min} }
+func (m minLevel) WithGroup(g string) slog.Handler      { return minLevel{m.Handler.WithGroup(g), m.min} }
+
 func (o *Options) now() time.Time {
 	if o.Now == nil {
 		return time.Now()

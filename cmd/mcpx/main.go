@@ -1,0 +1,13 @@
+// Command mcpx is the MCP ops and diagnostics toolkit and its daemon,
+// proxyd. See "mcpx help".
+package main
+
+import (
+	"os"
+
+	"github.com/mcpx-dev/mcpx/commands"
+)
+
+func main() {
+	os.Exit(commands.Main())
+}

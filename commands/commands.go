@@ -1,0 +1,290 @@
+// Package commands is the mcpx command line: one file per top-level
+// command, each exporting its *cli.Command, with the shared flags, the
+// proxyd client constructor and the output helpers here.
+package commands
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/mattn/go-isatty"
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// Exit codes. They are a contract (README "Exit codes"): never renumber.
+const (
+	ExitOK               = 0
+	ExitFailure          = 1 // any other error
+	ExitUsage            = 2 // bad flags, arguments or input
+	ExitProxydNotRunning = 3 // the command needs proxyd and none answers
+	ExitCallFailed       = 4 // mcpx call: the call failed or the tool returned isError
+	ExitDrillFailed      = 5 // a drill's verdict is FAIL
+	ExitAuthRequired     = 6 // not signed in / sign-in needed
+	ExitConfig           = 7 // the config file is invalid
+	// 10-18: mcpx probe result codes (see probe.ExitCode).
+)
+
+// Version is set at build time (-ldflags "-X .../commands.Version=...").
+var Version = "dev"
+
+// Global flags: accepted before or after the command.
+var globalFlags = []cli.Flag{
+	&cli.StringFlag{Name: "socket", Usage: "proxyd's control socket `PATH`", EnvVars: []string{api.EnvSocket}},
+	&cli.StringFlag{Name: "config", Usage: "config file `PATH` (default $XDG_CONFIG_HOME/mcpx/config.yaml)", EnvVars: []string{api.EnvConfig}},
+	&cli.StringFlag{Name: "state-dir", Usage: "state `DIR` (default $XDG_STATE_HOME/mcpx)", EnvVars: []string{api.EnvStateDir}},
+	&cli.BoolFlag{Name: "no-color", Usage: "never colour output (also NO_COLOR=1)"},
+}
+
+// outputFlag is -o table|json|yaml.
+var outputFlag = &cli.StringFlag{
+	Name:    "output",
+	Aliases: []string{"o"},
+	Usage:   "output `FORMAT`: table, json or yaml",
+	Value:   "table",
+}
+
+// stateDir resolves --state-dir.
+func stateDir(c *cli.Context) string {
+	if d := c.String("state-dir"); d != "" {
+		return d
+	}
+	return api.DefaultStateDir()
+}
+
+// socketPath resolves --socket.
+func socketPath(c *cli.Context) string {
+	if s := c.String("socket"); s != "" {
+		return s
+	}
+	return api.DefaultSocket(stateDir(c))
+}
+
+// configPath resolves --config.
+func configPath(c *cli.Context) string {
+	if p := c.String("config"); p != "" {
+		return p
+	}
+	return config.DefaultPath()
+}
+
+// newClient returns a client for proxyd's socket.
+func newClient(c *cli.Context) *api.Client {
+	return api.NewClient(socketPath(c), Version)
+}
+
+// exitErr attaches an exit code to an error.
+func exitErr(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &codedError{code: code, err: err}
+}
+
+type codedError struct {
+	code int
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+func (e *codedError) ExitCode() int { return e.code }
+
+// silentExit ends the command with a code and no further message (the
+// command already printed its verdict).
+func silentExit(code int) error { return &codedError{code: code, err: errSilent} }
+
+var errSilent = errors.New("")
+
+// ExitCode maps an error returned by the app to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ce interface{ ExitCode() int }
+	if errors.As(err, &ce) {
+		return ce.ExitCode()
+	}
+	if api.IsNotRunning(err) {
+		return ExitProxydNotRunning
+	}
+	var cfgErr *config.Error
+	if errors.As(err, &cfgErr) {
+		return ExitConfig
+	}
+	return ExitFailure
+}
+
+// IsSilent reports whether err was already reported to the user.
+func IsSilent(err error) bool { return errors.Is(err, errSilent) }
+
+// daemonErr explains a failure to reach proxyd.
+func daemonErr(err error) error {
+	if api.IsNotRunning(err) {
+		return exitErr(ExitProxydNotRunning, err)
+	}
+	return err
+}
+
+// format returns the validated -o value.
+func format(c *cli.Context) (string, error) {
+	f := strings.ToLower(c.String("output"))
+	switch f {
+	case "", "table":
+		return "table", nil
+	case "json", "yaml":
+		return f, nil
+	}
+	return "", exitErr(ExitUsage, fmt.Errorf("unknown output format %q: use table, json or yaml", c.String("output")))
+}
+
+// render prints v as JSON or YAML (the API's own structs, so all formats
+// carry the same fields), or calls table for the human form.
+func render(c *cli.Context, v any, table func(w io.Writer) error) error {
+	f, err := format(c)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	switch f {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		b, err := toYAML(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return table(w)
+}
+
+// toYAML converts through JSON so YAML keys match the JSON field names.
+func toYAML(v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.JSONToYAML(j)
+}
+
+// newTable returns a borderless table with an upper-case header, the
+// kubectl style that reads in a terminal and splits on whitespace in CI.
+func newTable(w io.Writer, headers ...string) *table {
+	tb := &table{w: w}
+	t := tablewriter.NewTable(&tb.buf,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
+			Borders: tw.BorderNone,
+			Symbols: tw.NewSymbols(tw.StyleNone),
+			Settings: tw.Settings{
+				Separators: tw.Separators{BetweenRows: tw.Off, BetweenColumns: tw.Off},
+				Lines:      tw.Lines{ShowHeaderLine: tw.Off},
+			},
+		})),
+		tablewriter.WithConfig(tablewriter.Config{
+			Header: tw.CellConfig{
+				Formatting: tw.CellFormatting{AutoFormat: tw.On, Alignment: tw.AlignLeft},
+				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   "}},
+			},
+			Row: tw.CellConfig{
+				Formatting: tw.CellFormatting{AutoWrap: tw.WrapNone, Alignment: tw.AlignLeft},
+				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   "}},
+			},
+		}),
+	)
+	hs := make([]any, len(headers))
+	for i, h := range headers {
+		hs[i] = h
+	}
+	t.Header(hs...)
+	tb.t = t
+	return tb
+}
+
+// table renders through a buffer so cell padding never leaves trailing
+// blanks on a line (they upset diffs, golden files and copy-paste).
+type table struct {
+	t   *tablewriter.Table
+	buf bytes.Buffer
+	w   io.Writer
+}
+
+// Append adds a row.
+func (t *table) Append(row []string) error { return t.t.Append(row) }
+
+// Render writes the table.
+func (t *table) Render() error {
+	if err := t.t.Render(); err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(t.buf.String(), "\n") {
+		trimmed := strings.TrimRight(line, " \n")
+		if line == "" {
+			continue
+		}
+		if _, err := io.WriteString(t.w, trimmed+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// colorEnabled: only on a terminal, never with NO_COLOR, TERM=dumb or
+// --no-color.
+func colorEnabled(c *cli.Context) bool {
+	if c.Bool("no-color") || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	f, ok := c.App.Writer.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}
+
+// color wraps s in an ANSI colour when enabled.
+func color(on bool, code, s string) string {
+	if !on {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// Colour codes.
+const (
+	red    = "31"
+	green  = "32"
+	yellow = "33"
+	cyan   = "36"
+	dim    = "2"
+)
+
+// errorf prints to stderr.
+func errorf(c *cli.Context, format string, a ...any) {
+	fmt.Fprintf(c.App.ErrWriter, format, a...)
+}
+
+// usageErr is a usage error.
+func usageErr(format string, a ...any) error {
+	return exitErr(ExitUsage, fmt.Errorf(format, a...))
+}
+
+// prettyJSON indents raw JSON for humans.
+func prettyJSON(raw []byte) string {
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}

@@ -1,0 +1,58 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+)
+
+var healthCommand = &cli.Command{
+	Name:      "health",
+	Usage:     "each server's health: state and tool-call failure rate over 5 minutes",
+	ArgsUsage: "[SERVER]",
+	Description: `A ready server whose tool calls mostly fail is degraded: at least 5 calls
+in the last 5 minutes and more than half failed. Tool errors (isError),
+proxy policy refusals, cancellations and sign-in prompts do not count.
+Connection, auth and disabled states take precedence.
+
+Examples:
+   mcpx health
+   mcpx health docs -o json`,
+	Flags:        []cli.Flag{outputFlag},
+	BashComplete: completeServers,
+	Action:       runHealth,
+}
+
+func runHealth(c *cli.Context) error {
+	if _, err := format(c); err != nil {
+		return err
+	}
+	p := "/v1/health"
+	if s := c.Args().First(); s != "" {
+		p += "?server=" + url.QueryEscape(s)
+	}
+	var out []api.ServerStatus
+	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
+		return daemonErr(err)
+	}
+	return render(c, out, func(w io.Writer) error {
+		t := newTable(w, "SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY")
+		for _, s := range out {
+			h := s.Health
+			if h == nil {
+				h = &api.Health{}
+			}
+			summary := h.Summary
+			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
+				summary = s.LastError
+			}
+			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), oneLine(summary, 70)})
+		}
+		return t.Render()
+	})
+}

@@ -1,0 +1,201 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+var serversCommand = &cli.Command{
+	Name:  "servers",
+	Usage: "list, add and remove upstream servers",
+	Description: `Edits the config file safely (atomic write, comments kept) and tells a
+running proxyd to pick the change up. Without a subcommand, lists the
+servers.
+
+Examples:
+   mcpx servers
+   mcpx servers add docs https://example.com/mcp --header X-Team:infra
+   mcpx servers add everything -- npx -y @modelcontextprotocol/server-everything
+   mcpx servers remove docs`,
+	Flags:  []cli.Flag{outputFlag},
+	Action: runServersList,
+	Subcommands: []*cli.Command{
+		{
+			Name:   "list",
+			Usage:  "list configured servers and their state",
+			Flags:  []cli.Flag{outputFlag},
+			Action: runServersList,
+		},
+		{
+			Name:      "add",
+			Usage:     "add a server to the config",
+			ArgsUsage: "NAME URL | NAME -- COMMAND [ARGS...]",
+			Description: `Adds a server. With a URL it is a Streamable HTTP server (or SSE with
+--transport sse); with "-- COMMAND ARGS" a stdio server that proxyd
+launches with only the environment you give it (--env) plus PATH, HOME
+and the locale.
+
+Examples:
+   mcpx servers add docs https://example.com/mcp
+   mcpx servers add legacy https://old.example.com/sse --transport sse
+   mcpx servers add local --env LOG_LEVEL=warn -- npx -y @modelcontextprotocol/server-everything`,
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "transport", Usage: "streamable-http, sse or stdio (default from URL/command)"},
+				&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern", Value: ""},
+				&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "HTTP header `K:V` sent upstream (repeatable)"},
+				&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "environment `K=V` for a stdio server (repeatable)"},
+				&cli.StringFlag{Name: "ca-file", Usage: "extra CA bundle `FILE` for the server's TLS"},
+				&cli.BoolFlag{Name: "disabled", Usage: "add it disabled"},
+			},
+			Action: runServersAdd,
+		},
+		{
+			Name:         "remove",
+			Aliases:      []string{"rm"},
+			Usage:        "remove a server from the config",
+			ArgsUsage:    "NAME",
+			Action:       runServersRemove,
+			BashComplete: completeServers,
+		},
+	},
+}
+
+func runServersList(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageErr("unknown servers subcommand %q (list, add, remove)", c.Args().First())
+	}
+	if _, err := format(c); err != nil {
+		return err
+	}
+	st, err := newClient(c).Status(c.Context)
+	if err == nil {
+		return render(c, st.Servers, func(w io.Writer) error {
+			if len(st.Servers) == 0 {
+				fmt.Fprintln(w, "No servers configured. Add one with: mcpx servers add NAME URL")
+				return nil
+			}
+			return serverTable(w, st.Servers)
+		})
+	}
+	if !api.IsNotRunning(err) {
+		return err
+	}
+	// proxyd is down: show the config, and say so.
+	cfg, cerr := config.Load(configPath(c))
+	if cerr != nil {
+		return exitErr(ExitConfig, cerr)
+	}
+	errorf(c, "proxyd is not running (start it with 'mcpx up'); showing %s\n", configPath(c))
+	out := make([]api.ServerStatus, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		state := "not running"
+		if s.Disabled {
+			state = api.StateDisabled
+		}
+		target := s.URL
+		if s.EffectiveTransport() == config.TransportStdio {
+			target = strings.Join(append([]string{s.Command}, s.Args...), " ")
+		}
+		out = append(out, api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(), Target: redactURLText(target), State: state})
+	}
+	return render(c, out, func(w io.Writer) error {
+		t := newTable(w, "SERVER", "TRANSPORT", "PROTOCOL", "TARGET")
+		for _, s := range out {
+			_ = t.Append([]string{s.Name, s.Transport, s.Protocol, s.Target})
+		}
+		return t.Render()
+	})
+}
+
+func runServersAdd(c *cli.Context) error {
+	args := c.Args().Slice()
+	if len(args) < 2 {
+		return usageErr("servers add needs NAME and URL, or NAME -- COMMAND [ARGS...]")
+	}
+	s := config.Server{Name: args[0], Transport: c.String("transport"), Protocol: c.String("protocol"), Disabled: c.Bool("disabled")}
+	if strings.Contains(args[1], "://") && len(args) == 2 {
+		s.URL = args[1]
+	} else {
+		s.Command, s.Args = args[1], args[2:]
+	}
+	for _, h := range c.StringSlice("header") {
+		k, v, ok := strings.Cut(h, ":")
+		if !ok {
+			return usageErr("--header %q is not K:V", h)
+		}
+		if s.Headers == nil {
+			s.Headers = map[string]string{}
+		}
+		s.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	for _, e := range c.StringSlice("env") {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok {
+			return usageErr("--env %q is not K=V", e)
+		}
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		s.Env[k] = v
+	}
+	if f := c.String("ca-file"); f != "" {
+		s.TLS = &config.TLS{CAFile: f}
+	}
+	path := configPath(c)
+	if err := config.AddServer(path, s); err != nil {
+		return exitErr(ExitConfig, err)
+	}
+	fmt.Fprintf(c.App.Writer, "added server %q to %s\n", s.Name, path)
+	return tellDaemon(c)
+}
+
+func runServersRemove(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErr("servers remove needs exactly one NAME")
+	}
+	path := configPath(c)
+	if err := config.RemoveServer(path, c.Args().First()); err != nil {
+		if errors.Is(err, config.ErrNotFound) {
+			return usageErr("no server named %q in %s", c.Args().First(), path)
+		}
+		return exitErr(ExitConfig, err)
+	}
+	fmt.Fprintf(c.App.Writer, "removed server %q from %s\n", c.Args().First(), path)
+	return tellDaemon(c)
+}
+
+// tellDaemon reloads a running proxyd; a stopped one reads the file at start.
+func tellDaemon(c *cli.Context) error {
+	res, err := newClient(c).Reload(c.Context)
+	if api.IsNotRunning(err) {
+		fmt.Fprintln(c.App.Writer, "proxyd is not running; the change applies when it starts ('mcpx up')")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "proxyd reloaded: added [%s], removed [%s], changed [%s]\n",
+		strings.Join(res.Added, ", "), strings.Join(res.Removed, ", "), strings.Join(res.Changed, ", "))
+	return nil
+}
+
+// redactURLText hides userinfo and query values of a URL for display.
+func redactURLText(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		if at := strings.Index(rest, "@"); at >= 0 && (strings.Index(rest, "/") < 0 || at < strings.Index(rest, "/")) {
+			s = s[:i+3] + rest[at+1:]
+		}
+		if q := strings.Index(s, "?"); q >= 0 {
+			s = s[:q] + "?[redacted]"
+		}
+	}
+	return s
+}

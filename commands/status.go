@@ -1,0 +1,133 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+var statusCommand = &cli.Command{
+	Name:  "status",
+	Usage: "show proxyd and the state of each upstream server",
+	Description: `Shows the daemon (version, uptime, socket, MCP endpoint) and, per server,
+its state (connecting, ready, degraded, error, disabled), protocol era,
+tool count and last error. When proxyd is not running it says so, lists
+the configured servers, and exits 3.
+
+Examples:
+   mcpx status
+   mcpx status -o json | jq '.servers[] | select(.state != "ready")'`,
+	Flags:  []cli.Flag{outputFlag},
+	Action: runStatus,
+}
+
+func runStatus(c *cli.Context) error {
+	if _, err := format(c); err != nil {
+		return err
+	}
+	st, err := newClient(c).Status(c.Context)
+	if err != nil {
+		if api.IsNotRunning(err) {
+			printConfiguredServers(c)
+		}
+		return daemonErr(err)
+	}
+	return render(c, st, func(w io.Writer) error {
+		fmt.Fprintf(w, "proxyd %s (pid %d), up %s\n", st.Version, st.PID, humanDuration(time.Duration(st.UptimeSeconds*float64(time.Second))))
+		fmt.Fprintf(w, "  socket:       %s\n  MCP endpoint: %s\n  config:       %s\n", st.Socket, st.MCPURL, st.ConfigPath)
+		if st.ConfigError != "" {
+			fmt.Fprintf(w, "  config error: %s (running configuration kept)\n", st.ConfigError)
+		}
+		fmt.Fprintln(w)
+		if len(st.Servers) == 0 {
+			fmt.Fprintln(w, "No servers configured. Add one with: mcpx servers add NAME URL")
+			return nil
+		}
+		return serverTable(w, st.Servers)
+	})
+}
+
+func serverTable(w io.Writer, servers []api.ServerStatus) error {
+	t := newTable(w, "SERVER", "STATE", "TRANSPORT", "ERA", "TOOLS", "DETAIL")
+	for _, s := range servers {
+		detail := s.Summary
+		if detail == "" && s.LastError != "" {
+			detail = s.LastError
+			if s.NextRetry != nil {
+				detail += fmt.Sprintf(" (retry in %s)", humanDuration(time.Until(*s.NextRetry)))
+			}
+		}
+		if detail == "" && s.ServerName != "" {
+			detail = strings.TrimSpace(s.ServerName + " " + s.ServerVersion)
+		}
+		era := s.Era
+		if era == "" {
+			era = "-"
+		}
+		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), oneLine(detail, 80)})
+	}
+	return t.Render()
+}
+
+// printConfiguredServers says what is known locally when proxyd is down.
+func printConfiguredServers(c *cli.Context) {
+	cfg, err := config.Load(configPath(c))
+	if err != nil {
+		errorf(c, "config %s: %v\n", configPath(c), err)
+		return
+	}
+	if len(cfg.Servers) == 0 {
+		return
+	}
+	names := make([]string, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		names = append(names, s.Name)
+	}
+	errorf(c, "configured servers (not connected): %s\n", strings.Join(names, ", "))
+}
+
+func humanDuration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// oneLine flattens and shortens server-supplied text for a table cell.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(sanitize(s)), " ")
+	if len(s) > max {
+		s = s[:max-1] + "…"
+	}
+	return s
+}
+
+// sanitize strips terminal control characters from text the CLI did not
+// write itself.
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
+}

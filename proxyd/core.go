@@ -1,0 +1,184 @@
+package proxyd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+	"github.com/mcpx-dev/mcpx/proxyd/upstream"
+)
+
+// callOutcome is one tools/call through proxyd, classified.
+type callOutcome struct {
+	RequestID string
+	Result    *upstream.CallResult
+	Err       error
+	Class     callerr.Classification
+	Duration  time.Duration
+}
+
+// call is the one funnel every tools/call goes through (MCP clients, the
+// CLI, drills): refuse what cannot be sent, forward, classify, record.
+func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) callOutcome {
+	start := time.Now()
+	if meta.RequestID == "" {
+		meta.RequestID = newRequestID()
+	}
+	// A drill passes its own CallInfo to see what session recovery did.
+	info := upstream.CallInfoFrom(ctx)
+	if info == nil {
+		ctx, info = upstream.WithCallInfo(ctx)
+	}
+	ctx, rec := callerr.WithRecorder(ctx)
+	out := callOutcome{RequestID: meta.RequestID}
+	conn, ok := d.mgr.Get(srv)
+	era := ""
+	transport := ""
+	switch {
+	case !ok:
+		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("unknown server %q (see 'mcpx servers')", srv)}
+	case conn.Config().Disabled:
+		out.Err = &callerr.PolicyError{Reason: fmt.Sprintf("server %q is disabled in the config", srv)}
+	default:
+		cfg := conn.Config()
+		era, transport = conn.Era(), cfg.EffectiveTransport()
+		if _, has := ctx.Deadline(); !has {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
+			defer cancel()
+		}
+		if _, known := conn.Tool(tool); !known && conn.State() == api.StateReady {
+			out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("server %q has no tool %q (see 'mcpx tools %s')", srv, tool, srv)}
+		} else if len(args) > 0 && !validArgs(args) {
+			out.Err = &callerr.RefusedError{Reason: "arguments must be a JSON object"}
+		} else {
+			if transport != config.TransportStreamableHTTP && transport != config.TransportSSE {
+				// HTTP transports mark dispatch when a request really goes out.
+				rec.MarkDispatched()
+			}
+			out.Result, out.Err = conn.CallTool(ctx, tool, args)
+		}
+	}
+	out.Duration = time.Since(start)
+	var notReady *upstream.ErrNotReady
+	if errors.As(out.Err, &notReady) {
+		out.Class = callerr.Classification{Class: callerr.ClassNetwork, Domain: callerr.DomainUpstream,
+			Reason: fmt.Sprintf("server is %s; the call was not sent", notReady.State)}
+	} else {
+		in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
+		if out.Result != nil {
+			in.Result = out.Result.Result
+		}
+		out.Class = callerr.Classify(in)
+	}
+	status := "ok"
+	errText := ""
+	if out.Class.Class != "" {
+		status = "error"
+	}
+	switch {
+	case out.Err != nil:
+		errText = out.Err.Error()
+	case out.Result != nil && out.Result.Result.IsError:
+		errText = toolErrorText(out.Result.Result)
+	}
+	d.activity.Add(activity.Record{
+		Time:               start,
+		Server:             srv,
+		Tool:               tool,
+		DurationMS:         float64(out.Duration.Microseconds()) / 1000,
+		Status:             status,
+		Error:              callerr.Redact(callerr.StripControl(errText)),
+		ErrorClass:         out.Class.Class,
+		FaultDomain:        out.Class.Domain,
+		UpstreamHTTPStatus: out.Class.HTTPStatus,
+		Reason:             out.Class.Reason,
+		RequestID:          meta.RequestID,
+		Client:             meta.Client,
+		ProtocolEra:        era,
+		Reinit:             info.Reinit,
+		Retried:            info.Retried,
+	})
+	if ok {
+		d.health.Observe(srv, out.Class)
+	}
+	d.metrics.observeCall(srv, out.Class, out.Duration)
+	return out
+}
+
+func validArgs(b json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return string(b) == "null" || json.Unmarshal(b, &m) == nil
+}
+
+func toolErrorText(r *mcp.CallToolResult) string {
+	for _, c := range r.Content {
+		if t, ok := c.(mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return "tool returned isError"
+}
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Upstreams implements downstream.Backend.
+func (d *Daemon) Upstreams() []downstream.Upstream {
+	var out []downstream.Upstream
+	for _, c := range d.mgr.List() {
+		if c.State() != api.StateReady {
+			continue
+		}
+		u := downstream.Upstream{Name: c.Name(), Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
+		for _, t := range c.Tools() {
+			u.Tools = append(u.Tools, t.Tool)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// CallTool implements downstream.Backend: failures reach the MCP client as
+// a tool error result carrying the classification, so an agent can tell a
+// dead upstream from a refused argument.
+func (d *Daemon) CallTool(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (*mcp.CallToolResult, error) {
+	out := d.call(ctx, srv, tool, args, meta)
+	if out.Err != nil {
+		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+		return mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)), nil
+	}
+	return out.Result.Result, nil
+}
+
+// GetPrompt implements downstream.Backend.
+func (d *Daemon) GetPrompt(ctx context.Context, srv string, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return nil, fmt.Errorf("unknown server %q", srv)
+	}
+	return c.GetPrompt(ctx, req)
+}
+
+// ReadResource implements downstream.Backend.
+func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return nil, fmt.Errorf("unknown server %q", srv)
+	}
+	return c.ReadResource(ctx, req)
+}

@@ -1,0 +1,306 @@
+// Package proxyd is the mcpx daemon: it fronts the user's upstream MCP
+// servers, serves their union as one MCP endpoint on loopback, and answers
+// the mcpx CLI over a Unix socket.
+package proxyd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+	"github.com/mcpx-dev/mcpx/proxyd/health"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
+	"github.com/mcpx-dev/mcpx/proxyd/upstream"
+)
+
+// Options configure a daemon.
+type Options struct {
+	Socket     string
+	ConfigPath string
+	StateDir   string
+	Version    string
+	Logger     *slog.Logger
+	// AllowedUID is the only peer uid the socket serves (default: ours).
+	AllowedUID *int
+	// Ready, when set, is closed once the socket and the MCP endpoint
+	// accept connections.
+	Ready chan<- struct{}
+	// ShutdownTimeout bounds the drain of in-flight calls (default 10s).
+	ShutdownTimeout time.Duration
+}
+
+// TokenFile is the name of the downstream bearer token file in the state dir.
+const TokenFile = "proxyd.token"
+
+// DBFile is the name of the state database in the state dir.
+const DBFile = "state.db"
+
+// Daemon is a running proxyd.
+type Daemon struct {
+	opts    Options
+	log     *slog.Logger
+	started time.Time
+	token   string
+
+	db       *store.DB
+	activity *activity.Store
+	health   *health.Tracker
+	mgr      *upstream.Manager
+	down     *downstream.Server
+	metrics  *metrics
+
+	cfgMu    sync.RWMutex
+	cfg      *config.Config
+	cfgErr   error
+	listen   string
+	shutdown chan struct{}
+	shutOnce sync.Once
+
+	syncMu   sync.Mutex
+	syncTick chan struct{}
+}
+
+// Run runs proxyd until ctx is done or a shutdown is requested over the
+// socket, then drains in-flight calls, closes upstreams, flushes state and
+// removes the socket.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = 10 * time.Second
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1)}
+
+	cfg, err := config.Load(opts.ConfigPath)
+	if err != nil {
+		return fmt.Errorf("loading config: %w", err)
+	}
+	d.cfg = cfg
+	d.logWarnings(cfg)
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return fmt.Errorf("creating state dir: %w", err)
+	}
+	_ = os.Chmod(opts.StateDir, 0o700)
+
+	// The socket comes first: a second daemon must fail before it touches
+	// the database or the listen port.
+	sockLn, err := listenSocket(opts.Socket)
+	if err != nil {
+		return err
+	}
+	defer sockLn.Close()
+
+	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
+		return err
+	}
+	if d.db, err = store.Open(filepath.Join(opts.StateDir, DBFile)); err != nil {
+		return err
+	}
+	defer d.db.Close()
+	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows})
+	d.health = health.NewTracker(time.Now)
+	d.metrics = newMetrics()
+
+	d.mgr = upstream.NewManager(upstream.Options{
+		Version:  opts.Version,
+		Logger:   d.log,
+		Wrappers: []upstream.Wrapper{func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) }},
+		OnChange: func(string) { d.requestSync() },
+		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
+	})
+	d.down = downstream.New(d, opts.Version, d.log)
+
+	listen := cfg.ListenAddr()
+	mcpLn, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listening for MCP clients on %s: %w (is another proxyd using it? set listen: in the config)", listen, err)
+	}
+	d.listen = mcpLn.Addr().String()
+	mcpSrv := &http.Server{
+		Handler:           d.down.Handler(d.token, ""),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	apiSrv := &http.Server{
+		Handler:           d.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext:       d.connContext,
+	}
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	go d.syncLoop(runCtx)
+	d.mgr.Apply(cfg.Servers)
+	watchDone := d.watchConfig(runCtx)
+
+	errc := make(chan error, 2)
+	go func() { errc <- serveErr(mcpSrv.Serve(mcpLn)) }()
+	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()
+	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
+		"config", opts.ConfigPath, "state_dir", opts.StateDir, "servers", len(cfg.Servers))
+	if opts.Ready != nil {
+		close(opts.Ready)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-d.shutdown:
+	case runErr = <-errc:
+	}
+	d.log.Info("proxyd stopping: draining in-flight calls")
+	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
+	defer cancel()
+	// Stop taking new MCP calls and wait for running ones, then the rest.
+	_ = mcpSrv.Shutdown(sctx)
+	d.mgr.Close(sctx)
+	cancelRun()
+	<-watchDone
+	if err := d.activity.Close(); err != nil {
+		d.log.Error("flushing activity", "err", err)
+	}
+	_ = apiSrv.Shutdown(sctx)
+	d.log.Info("proxyd stopped")
+	return runErr
+}
+
+func serveErr(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// requestShutdown asks Run to stop (from the control API).
+func (d *Daemon) requestShutdown() {
+	d.shutOnce.Do(func() { close(d.shutdown) })
+}
+
+// requestSync coalesces list changes into one downstream Sync.
+func (d *Daemon) requestSync() {
+	select {
+	case d.syncTick <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Daemon) syncLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.syncTick:
+			d.down.Sync()
+		}
+	}
+}
+
+func (d *Daemon) config() *config.Config {
+	d.cfgMu.RLock()
+	defer d.cfgMu.RUnlock()
+	return d.cfg
+}
+
+// reload re-reads the config file. A bad file leaves the running
+// configuration in place and is reported.
+func (d *Daemon) reload() (*api.ReloadResponse, error) {
+	return d.apply(config.Load(d.opts.ConfigPath))
+}
+
+// apply installs a freshly loaded configuration, or records why it could
+// not be loaded.
+func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, error) {
+	d.cfgMu.Lock()
+	d.cfgErr = err
+	if err == nil {
+		d.cfg = cfg
+	}
+	d.cfgMu.Unlock()
+	if err != nil {
+		d.log.Error("config reload failed; keeping the running configuration", "err", err)
+		return nil, err
+	}
+	d.logWarnings(cfg)
+	added, removed, changed := d.mgr.Apply(cfg.Servers)
+	for _, n := range removed {
+		d.health.Drop(n)
+	}
+	d.log.Info("config reloaded", "added", added, "removed", removed, "changed", changed)
+	return &api.ReloadResponse{Added: nonNil(added), Removed: nonNil(removed), Changed: nonNil(changed)}, nil
+}
+
+func (d *Daemon) logWarnings(cfg *config.Config) {
+	for _, w := range cfg.Warnings() {
+		d.log.Warn("config warning", "detail", w.Error())
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// loadOrCreateToken reads the downstream bearer, creating it (0600) at
+// first start.
+func loadOrCreateToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if t := strings.TrimSpace(string(b)); len(t) >= 32 {
+			_ = os.Chmod(path, 0o600)
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading the MCP bearer token %s: %w", path, err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	tok := "mcpx_" + hex.EncodeToString(raw)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the MCP bearer token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("writing the MCP bearer token: %w", err)
+	}
+	return tok, nil
+}
+
+// logWriter turns a stdio child's stderr into log lines.
+type logWriter struct {
+	log    *slog.Logger
+	server string
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			w.log.Debug("upstream stderr", "server", w.server, "line", callerr.StripControl(callerr.Redact(line)))
+		}
+	}
+	return len(p), nil
+}
+
+var _ = prometheus.NewRegistry
