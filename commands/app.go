@@ -49,7 +49,10 @@ var extraCommands []*cli.Command
 
 // New builds the command tree. Tests run it in-process.
 func New(stdout, stderr io.Writer) *cli.App {
-	cmds := append(commandList(), extraCommands...)
+	var cmds []*cli.Command
+	for _, c := range append(commandList(), extraCommands...) {
+		cmds = append(cmds, cloneCommand(c))
+	}
 	app := &cli.App{
 		Name:                   "mcpx",
 		Usage:                  "ops and diagnostics for MCP connections",
@@ -73,6 +76,18 @@ func New(stdout, stderr io.Writer) *cli.App {
 		// moves them, and each command also knows them for its own help.
 	}
 	return app
+}
+
+// cloneCommand copies a command tree: urfave/cli adds help commands and
+// flags to the values it runs, so each App gets its own.
+func cloneCommand(c *cli.Command) *cli.Command {
+	cp := *c
+	cp.Flags = append([]cli.Flag(nil), c.Flags...)
+	cp.Subcommands = nil
+	for _, s := range c.Subcommands {
+		cp.Subcommands = append(cp.Subcommands, cloneCommand(s))
+	}
+	return &cp
 }
 
 func propagateUsageErrors(c *cli.Command) {

@@ -197,7 +197,7 @@ func newTable(w io.Writer, headers ...string) *table {
 		})),
 		tablewriter.WithConfig(tablewriter.Config{
 			Header: tw.CellConfig{
-				Formatting: tw.CellFormatting{AutoFormat: tw.On, Alignment: tw.AlignLeft},
+				Formatting: tw.CellFormatting{AutoFormat: tw.Off, Alignment: tw.AlignLeft},
 				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   "}},
 			},
 			Row: tw.CellConfig{

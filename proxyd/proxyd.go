@@ -27,6 +27,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
+	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -66,6 +67,8 @@ type Daemon struct {
 	mgr      *upstream.Manager
 	down     *downstream.Server
 	metrics  *metrics
+	// discoverer is the OAuth discovery cache shared by probes and sign-in.
+	discoverer *discovery.Discoverer
 
 	cfgMu    sync.RWMutex
 	cfg      *config.Config
@@ -119,6 +122,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows})
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
+	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version:  opts.Version,

@@ -1,0 +1,266 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/probe"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+)
+
+func init() { extraCommands = append(extraCommands, probeCommand) }
+
+var probeCommand = &cli.Command{
+	Name:      "probe",
+	Usage:     "diagnose a connection step by step: DNS, TCP, TLS, HTTP, MCP, OAuth",
+	ArgsUsage: "TARGET",
+	Description: `Checks a remote MCP server layer by layer and names the true cause of a
+failure, in the terms of the layer that failed, with a hint for the fix.
+TARGET is a URL or the name of a configured server (then its headers, CA
+file, transport, protocol and OAuth overrides apply).
+
+Steps: dns (addresses), tcp (which address connected), tls (version,
+cipher, ALPN, chain, days to expiry, verification), http (status, server,
+redirects, content type), mcp (era, protocol version, server, capabilities,
+session, tools), auth (for a protected server: WWW-Authenticate, RFC 9728
+resource metadata, RFC 8414/OpenID metadata, and what a client needs).
+After a hard failure later steps are skipped.
+
+Runs through proxyd when it is up (sharing its discovery cache and stored
+tokens), in-process otherwise; stderr says which. Header values, tokens,
+URL userinfo and token-like query parameters never appear in the output.
+
+Exit codes: 0 ok or auth_required (10 with --require-auth-ok),
+11 auth_misconfigured, 12 dns_failure, 13 connection_unreachable,
+14 timeout, 15 tls_certificate, 16 tls_protocol, 17 http_status, 18 not_mcp.
+
+Examples:
+   mcpx probe https://mcp.example.com/mcp
+   mcpx probe docs                         # a configured server
+   mcpx probe https://localhost:8443/mcp --ca-file ./ca.pem
+   mcpx probe URL --header 'X-Api-Key: ...' -o json | jq .result
+   mcpx probe URL --require-auth-ok && echo signed in`,
+	Flags: []cli.Flag{
+		&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, Usage: "time limit per step; the whole probe gets 3x"},
+		&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "extra request header `K:V` (repeatable; the value is never printed)"},
+		&cli.StringFlag{Name: "ca-file", Usage: "PEM `FILE` of CAs to trust in addition to the system store"},
+		&cli.StringFlag{Name: "transport", Usage: "streamable-http or sse (default: the config's, else streamable-http)"},
+		&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern (default: the config's, else auto)"},
+		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
+		outputFlag,
+	},
+	Action: runProbe,
+}
+
+func runProbe(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErr("probe takes one TARGET: a URL or a configured server name")
+	}
+	if _, err := format(c); err != nil {
+		return err
+	}
+	opts, err := probeOptions(c, c.Args().First())
+	if err != nil {
+		return err
+	}
+	rep, note := runProbeSomewhere(c, opts)
+	errorf(c, "%s\n", note)
+	if err := render(c, rep, func(w io.Writer) error { return probeTable(w, rep, colorEnabled(c)) }); err != nil {
+		return err
+	}
+	code := probe.ExitCode(rep.Result.Code)
+	if rep.Result.Code == probe.CodeAuthRequired && c.Bool("require-auth-ok") {
+		code = probe.ExitAuthRequired
+	}
+	if code != ExitOK {
+		return silentExit(code)
+	}
+	return nil
+}
+
+// probeOptions builds the options from TARGET, the config entry it may
+// name, and the flags (which win).
+func probeOptions(c *cli.Context, target string) (probe.Options, error) {
+	opts := probe.Options{Target: target}
+	if !looksLikeURL(target) {
+		// A mistyped URL may carry credentials: echo only name-like input.
+		shown := "TARGET"
+		if serverNameRE.MatchString(target) {
+			shown = fmt.Sprintf("TARGET %q", target)
+		}
+		cfg, err := config.Load(configPath(c))
+		if err != nil {
+			return opts, exitErr(ExitConfig, fmt.Errorf("%s is not a URL and the config cannot be read: %w", shown, err))
+		}
+		srv, ok := cfg.Server(target)
+		if !ok {
+			return opts, usageErr("%s is neither an absolute http(s) URL nor a configured server (see 'mcpx servers')", shown)
+		}
+		if srv.URL == "" {
+			return opts, usageErr("server %q has no URL (transport %s): probe checks network servers only", target, srv.EffectiveTransport())
+		}
+		opts.ServerName = srv.Name
+		opts.Target = srv.URL
+		opts.Transport = srv.EffectiveTransport()
+		opts.Protocol = srv.EffectiveProtocol()
+		opts.Headers = make(map[string]string, len(srv.Headers))
+		for k, v := range srv.Headers {
+			opts.Headers[k] = v
+		}
+		if srv.TLS != nil {
+			opts.CAFile = srv.TLS.CAFile
+		}
+		if o := srv.OAuth; o != nil {
+			opts.OAuth = discovery.Overrides{
+				AuthorizationEndpoint: o.AuthorizationEndpoint,
+				TokenEndpoint:         o.TokenEndpoint,
+				RegistrationEndpoint:  o.RegistrationEndpoint,
+				AuthServerMetadataURL: o.AuthServerMetadataURL,
+			}
+			opts.OAuthClientID = o.ClientID
+			if opts.OAuthClientID == "" {
+				opts.OAuthClientID = o.ClientMetadataURL
+			}
+			opts.AllowMissingPKCE = o.AllowMissingPKCEMethods
+		}
+	}
+	opts.Timeout = c.Duration("timeout")
+	if opts.Timeout <= 0 {
+		return opts, usageErr("--timeout must be positive")
+	}
+	opts.Overall = 3 * opts.Timeout
+	for _, h := range c.StringSlice("header") {
+		k, v, ok := strings.Cut(h, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			// never echo the value: it is usually a credential
+			return opts, usageErr("--header wants K:V (a header name, a colon, the value)")
+		}
+		if opts.Headers == nil {
+			opts.Headers = map[string]string{}
+		}
+		opts.Headers[k] = strings.TrimSpace(v)
+	}
+	if f := c.String("ca-file"); f != "" {
+		opts.CAFile = f
+	}
+	if opts.CAFile != "" {
+		abs, err := filepath.Abs(opts.CAFile)
+		if err == nil {
+			opts.CAFile = abs // proxyd resolves paths from its own directory
+		}
+	}
+	if t := c.String("transport"); t != "" {
+		opts.Transport = t
+	}
+	switch opts.Transport {
+	case "", probe.TransportStreamableHTTP, probe.TransportSSE:
+	default:
+		return opts, usageErr("--transport must be streamable-http or sse, not %q", opts.Transport)
+	}
+	if p := c.String("protocol"); p != "" {
+		opts.Protocol = p
+	}
+	switch opts.Protocol {
+	case "", probe.ProtocolAuto, probe.ProtocolLegacy, probe.ProtocolModern:
+	default:
+		return opts, usageErr("--protocol must be auto, legacy or modern, not %q", opts.Protocol)
+	}
+	if !looksLikeURL(opts.Target) {
+		return opts, usageErr("the target must be an absolute http:// or https:// URL")
+	}
+	return opts, nil
+}
+
+var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// looksLikeURL accepts absolute http(s) URLs with a host.
+func looksLikeURL(s string) bool {
+	u, err := url.Parse(strings.TrimSpace(s))
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// runProbeSomewhere asks proxyd, and probes in-process when proxyd is not
+// running or does not serve probes. The note says which, for stderr.
+func runProbeSomewhere(c *cli.Context, opts probe.Options) (*probe.Report, string) {
+	cl := newClient(c)
+	cl.Timeout = opts.Overall + 5*time.Second
+	ctx, cancel := context.WithTimeout(c.Context, cl.Timeout)
+	defer cancel()
+	var rep probe.Report
+	err := cl.Do(ctx, http.MethodPost, "/v1/probe", probe.NewRequest(opts), &rep)
+	if err == nil && rep.Result.Code != "" {
+		if rep.Mode == "" {
+			rep.Mode = probe.ModeProxyd
+		}
+		return &rep, "probe: ran through proxyd"
+	}
+	var why string
+	var apiErr *api.Error
+	switch {
+	case api.IsNotRunning(err):
+		why = "proxyd is not running"
+	case errors.As(err, &apiErr) && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusMethodNotAllowed):
+		why = "this proxyd does not serve probes"
+	case err == nil:
+		why = "proxyd returned an empty report"
+	default:
+		why = "proxyd could not run it"
+	}
+	r := probe.Run(c.Context, opts)
+	note := "probe: ran in-process (" + why + ")"
+	if opts.ServerName != "" {
+		note += "; a stored sign-in token is used only through proxyd"
+	}
+	return r, note
+}
+
+// probeTable prints one line per step, then the verdict and the hint.
+func probeTable(w io.Writer, rep *probe.Report, colour bool) error {
+	fmt.Fprintf(w, "Probing %s (%s)\n\n", rep.Target, rep.Mode)
+	t := newTable(w, "STEP", "STATUS", "TIME", "DETAIL")
+	for _, s := range rep.Steps {
+		tm := "-"
+		if s.Status != probe.StatusSkip {
+			tm = fmt.Sprintf("%.1fms", s.DurationMS)
+		}
+		_ = t.Append([]string{s.ID, strings.ToUpper(s.Status), tm, s.Detail})
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	res := rep.Result
+	verdict := res.Code
+	var extra []string
+	if res.Reason != "" {
+		extra = append(extra, res.Reason)
+	}
+	if res.HTTPStatus != 0 {
+		extra = append(extra, fmt.Sprintf("HTTP %d", res.HTTPStatus))
+	}
+	if len(extra) > 0 {
+		verdict += " (" + strings.Join(extra, ", ") + ")"
+	}
+	col := red
+	switch res.Code {
+	case probe.CodeOK:
+		col = green
+	case probe.CodeAuthRequired:
+		col = yellow
+	}
+	fmt.Fprintf(w, "\nresult: %s: %s\n", color(colour, col, verdict), res.Message)
+	fmt.Fprintf(w, "hint: %s\n", res.Hint)
+	return nil
+}

@@ -1,0 +1,772 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+)
+
+// clientVersion is what the probe announces as its MCP client version.
+const clientVersion = "probe"
+
+// exchange is one HTTP request/response seen by the probe.
+type exchange struct {
+	Method      string  `json:"method"`
+	RPC         string  `json:"rpc,omitempty"`
+	URL         string  `json:"url"`
+	Status      int     `json:"status,omitempty"`
+	Proto       string  `json:"proto,omitempty"`
+	ContentType string  `json:"content_type,omitempty"`
+	Server      string  `json:"server,omitempty"`
+	Location    string  `json:"location,omitempty"`
+	SessionID   bool    `json:"session_id,omitempty"`
+	DurationMS  float64 `json:"duration_ms"`
+	Error       string  `json:"error,omitempty"`
+
+	err     error
+	wwwAuth []string
+	body    *snippet
+	start   time.Time
+}
+
+// snippet keeps the first bytes of a body as the client reads it.
+type snippet struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+const snippetMax = 1024
+
+func (s *snippet) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+type teeBody struct {
+	io.ReadCloser
+	s *snippet
+}
+
+func (t teeBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if n > 0 {
+		t.s.mu.Lock()
+		if room := snippetMax - t.s.buf.Len(); room > 0 {
+			t.s.buf.Write(p[:min(n, room)])
+		}
+		t.s.mu.Unlock()
+	}
+	return n, err
+}
+
+// redirectHop is a redirect the client was offered.
+type redirectHop struct {
+	Status  int    `json:"status"`
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Refused string `json:"refused,omitempty"`
+}
+
+// recorder is the outermost RoundTripper of the probe's HTTP client: it
+// records every exchange so that statuses survive the MCP library, which
+// flattens them into text.
+type recorder struct {
+	base      http.RoundTripper
+	mu        sync.Mutex
+	exchanges []*exchange
+	redirects []redirectHop
+}
+
+func (rc *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	e := &exchange{Method: req.Method, URL: redactParsedURL(req.URL), start: time.Now(), body: &snippet{}}
+	if req.GetBody != nil {
+		if b, err := req.GetBody(); err == nil {
+			var m struct {
+				Method string `json:"method"`
+			}
+			if json.NewDecoder(io.LimitReader(b, 1<<16)).Decode(&m) == nil {
+				e.RPC = m.Method
+			}
+			b.Close()
+		}
+	}
+	rc.mu.Lock()
+	rc.exchanges = append(rc.exchanges, e)
+	rc.mu.Unlock()
+
+	resp, err := rc.base.RoundTrip(req)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	e.DurationMS = ms(time.Since(e.start))
+	if err != nil {
+		e.err = err
+		e.Error = err.Error()
+		return nil, err
+	}
+	e.Status = resp.StatusCode
+	e.Proto = resp.Proto
+	e.ContentType = resp.Header.Get("Content-Type")
+	e.Server = resp.Header.Get("Server")
+	e.SessionID = resp.Header.Get("Mcp-Session-Id") != ""
+	e.wwwAuth = resp.Header.Values("WWW-Authenticate")
+	if loc := resp.Header.Get("Location"); loc != "" {
+		if lu, perr := req.URL.Parse(loc); perr == nil {
+			e.Location = redactParsedURL(lu)
+		}
+	}
+	if !isRPCContent(e.ContentType) {
+		// The MCP library may close such a body unread; keep its start
+		// for the report.
+		head := make([]byte, snippetMax)
+		n, _ := io.ReadFull(resp.Body, head)
+		e.body.buf.Write(head[:n])
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head[:n]), resp.Body), resp.Body}
+		return resp, nil
+	}
+	resp.Body = teeBody{ReadCloser: resp.Body, s: e.body}
+	return resp, nil
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport.
+func (rc *recorder) CloseIdleConnections() {
+	if ci, ok := rc.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+func (rc *recorder) snapshot() ([]*exchange, []redirectHop) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := make([]*exchange, len(rc.exchanges))
+	copy(out, rc.exchanges)
+	return out, append([]redirectHop(nil), rc.redirects...)
+}
+
+// maxRedirects bounds the redirects the probe follows.
+const maxRedirects = 5
+
+// checkRedirect follows same-origin redirects only: another origin would
+// receive the configured headers and credentials.
+func (rc *recorder) checkRedirect(req *http.Request, via []*http.Request) error {
+	prev := via[len(via)-1]
+	hop := redirectHop{From: redactParsedURL(prev.URL), To: redactParsedURL(req.URL)}
+	if req.Response != nil {
+		hop.Status = req.Response.StatusCode
+	}
+	switch {
+	case len(via) > maxRedirects:
+		hop.Refused = fmt.Sprintf("more than %d redirects", maxRedirects)
+	case prev.URL.Scheme == "https" && req.URL.Scheme != "https":
+		hop.Refused = "downgrade from https to http"
+	case !strings.EqualFold(prev.URL.Host, req.URL.Host) || prev.URL.Scheme != req.URL.Scheme:
+		hop.Refused = "cross-origin: configured headers and credentials would go to another server"
+	}
+	rc.mu.Lock()
+	rc.redirects = append(rc.redirects, hop)
+	rc.mu.Unlock()
+	if hop.Refused != "" {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
+// buildClient returns the probe's HTTP client. Its first connection is the
+// one the tcp and tls steps established, so the probe does not connect
+// twice.
+func (r *runner) buildClient() {
+	var handed atomic.Bool
+	targetAddr := r.hostPort()
+	takeConn := func(scheme, addr string) net.Conn {
+		if scheme != r.target.Scheme || addr != targetAddr {
+			return nil
+		}
+		if r.conn != nil && handed.CompareAndSwap(false, true) {
+			c := r.conn
+			r.conn = nil
+			return c
+		}
+		return nil
+	}
+	dialer := &net.Dialer{Timeout: r.opts.Timeout}
+	tr := &http.Transport{
+		Proxy:                 nil, // the probe measures the direct path
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   r.opts.Timeout,
+		ResponseHeaderTimeout: r.opts.Timeout,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       30 * time.Second,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if c := takeConn("http", addr); c != nil {
+				return c, nil
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+	}
+	// An http:// target may still point discovery at https URLs: they get
+	// the same trust store and CA file, loaded on first use.
+	var (
+		poolOnce sync.Once
+		lazy     *tls.Config
+	)
+	tlsConfig := func() *tls.Config {
+		if r.tlsConfig != nil {
+			return r.tlsConfig.Clone()
+		}
+		poolOnce.Do(func() {
+			lazy = &tls.Config{NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+			if pool, err := rootPool(r.opts.CAFile); err == nil {
+				lazy.RootCAs = pool
+			}
+		})
+		return lazy.Clone()
+	}
+	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if c := takeConn("https", addr); c != nil {
+			return c, nil
+		}
+		cfg := tlsConfig()
+		if h, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = h
+		}
+		d := &tls.Dialer{NetDialer: dialer, Config: cfg}
+		return d.DialContext(ctx, network, addr)
+	}
+	r.rec = &recorder{base: tr}
+	r.client = &http.Client{Transport: r.rec, CheckRedirect: r.rec.checkRedirect}
+}
+
+// requestHeaders are the configured headers plus the stored token.
+func (r *runner) requestHeaders() map[string]string {
+	h := make(map[string]string, len(r.opts.Headers)+1)
+	hasAuth := false
+	for k, v := range r.opts.Headers {
+		h[k] = v
+		if strings.EqualFold(k, "Authorization") {
+			hasAuth = true
+		}
+	}
+	if r.opts.BearerToken != "" && !hasAuth {
+		h["Authorization"] = "Bearer " + r.opts.BearerToken
+	}
+	return h
+}
+
+func (r *runner) newMCPClient() (*client.Client, error) {
+	headers := r.requestHeaders()
+	var tr transport.Interface
+	var err error
+	switch r.opts.Transport {
+	case TransportSSE:
+		tr, err = transport.NewSSE(r.target.String(), transport.WithHTTPClient(r.client), transport.WithHeaders(headers),
+			transport.WithResponseTimeout(r.opts.Timeout), transport.WithEndpointTimeout(r.opts.Timeout))
+	default:
+		tr, err = transport.NewStreamableHTTP(r.target.String(), transport.WithHTTPBasicClient(r.client), transport.WithHTTPHeaders(headers))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s transport: %w", r.opts.Transport, err)
+	}
+	opts := []client.ClientOption{client.WithDiscoverTimeout(r.opts.Timeout)}
+	if r.opts.Protocol == ProtocolLegacy {
+		opts = append(opts, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	}
+	return client.NewClient(tr, opts...), nil
+}
+
+// mcpFacts is the data of the mcp step.
+type mcpFacts struct {
+	Era             string   `json:"era"`
+	ProtocolVersion string   `json:"protocol_version"`
+	ServerName      string   `json:"server_name"`
+	ServerVersion   string   `json:"server_version"`
+	Capabilities    []string `json:"capabilities"`
+	SessionID       bool     `json:"session_id"`
+	Tools           *int     `json:"tools,omitempty"`
+	Tried           []string `json:"tried"`
+	UnknownSession  string   `json:"unknown_session,omitempty"`
+}
+
+func (r *runner) httpAndMCPSteps(ctx context.Context) {
+	r.buildClient()
+	start := time.Now()
+	c, err := r.newMCPClient()
+	if err != nil {
+		r.fail(StepHTTP, start, Result{Code: CodeInvalidTarget, Message: clean(err.Error()), Hint: "check the URL and --transport"}, nil)
+		return
+	}
+	defer c.Close()
+
+	sctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	var initRes *mcp.InitializeResult
+	err = c.Start(ctx)
+	if err == nil {
+		initRes, err = c.Initialize(sctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+			ClientInfo: mcp.Implementation{Name: "mcpx-probe", Version: clientVersion},
+		}})
+	}
+	exchanges, redirects := r.rec.snapshot()
+
+	// The http step is the first exchange of the MCP negotiation: no
+	// extra request, and its timing is that exchange's.
+	first := firstResponse(exchanges)
+	var httpDur time.Duration
+	if first != nil {
+		httpDur = time.Duration(first.DurationMS * float64(time.Millisecond))
+	}
+	if !r.httpStep(ctx, first, redirects, err, httpDur) {
+		return
+	}
+	mcpStart := start.Add(httpDur)
+
+	protected := unauthorized(exchanges)
+	switch {
+	case protected != nil:
+		msg := fmt.Sprintf("the server requires authorization (HTTP %d)", protected.Status)
+		if r.opts.BearerToken != "" || hasHeader(r.opts.Headers, "Authorization") {
+			msg = fmt.Sprintf("the server refused the credentials sent (HTTP %d)", protected.Status)
+		}
+		r.add(StepMCP, StatusSkip, time.Time{}, msg+"; see the auth step", nil)
+		r.authStep(ctx, protected)
+		return
+	case err != nil:
+		r.mcpFailure(mcpStart, err, exchanges)
+		r.add(StepAuth, StatusSkip, time.Time{}, "skipped after "+r.result.Code, nil)
+		return
+	}
+
+	facts := mcpFacts{
+		ProtocolVersion: initRes.ProtocolVersion,
+		ServerName:      clean(initRes.ServerInfo.Name),
+		ServerVersion:   clean(initRes.ServerInfo.Version),
+		Capabilities:    capabilityNames(initRes.Capabilities),
+		SessionID:       c.GetSessionId() != "",
+		Tried:           triedMethods(exchanges),
+	}
+	facts.Era = "legacy"
+	if mcp.IsModernProtocol(initRes.ProtocolVersion) {
+		facts.Era = "modern"
+	}
+	status := StatusOK
+	var notes []string
+	if r.opts.Protocol == ProtocolModern && facts.Era != "modern" {
+		r.fail(StepMCP, mcpStart, Result{Code: CodeNotMCP, Reason: "protocol",
+			Message: fmt.Sprintf("the server does not speak protocol %s: it answered the legacy handshake with %s", mcp.LATEST_PROTOCOL_VERSION, initRes.ProtocolVersion),
+			Hint:    "probe with --protocol auto or --protocol legacy; clients that require the modern era cannot use this server"}, facts)
+		r.add(StepAuth, StatusSkip, time.Time{}, "not protected", nil)
+		return
+	}
+	if initRes.Capabilities.Tools != nil {
+		lctx, lcancel := context.WithTimeout(ctx, r.opts.Timeout)
+		tools, lerr := c.ListTools(lctx, mcp.ListToolsRequest{})
+		lcancel()
+		if lerr != nil {
+			status = StatusWarn
+			notes = append(notes, "tools/list failed: "+clean(lerr.Error()))
+		} else {
+			n := len(tools.Tools)
+			facts.Tools = &n
+		}
+	}
+	if facts.Era == "legacy" && facts.SessionID {
+		verdict, warn := r.unknownSessionCheck(ctx, initRes.ProtocolVersion)
+		facts.UnknownSession = verdict
+		if warn {
+			status = StatusWarn
+			notes = append(notes, verdict)
+		}
+	}
+	detail := fmt.Sprintf("%s era, protocol %s, server %q %s", facts.Era, facts.ProtocolVersion, facts.ServerName, facts.ServerVersion)
+	if facts.Tools != nil {
+		detail += fmt.Sprintf(", %d tools", *facts.Tools)
+	}
+	if facts.SessionID {
+		detail += ", session id issued"
+	} else {
+		detail += ", no session id"
+	}
+	if len(facts.Tried) > 1 {
+		detail += " (tried " + strings.Join(facts.Tried, ", ") + ")"
+	}
+	if len(notes) > 0 {
+		detail += "; " + strings.Join(notes, "; ")
+	}
+	r.add(StepMCP, status, mcpStart, detail, facts)
+	// A 4xx on the first request was one era's negotiation being refused;
+	// the handshake that followed succeeded, so HTTP is fine.
+	for i := range r.steps {
+		if s := &r.steps[i]; s.ID == StepHTTP && s.Status == StatusWarn {
+			s.Status = StatusOK
+			s.Detail += " (refused by this era; the next handshake succeeded)"
+		}
+	}
+	r.add(StepAuth, StatusSkip, time.Time{}, "not protected: the server answered without authorization", nil)
+	hint := hintOK
+	if r.opts.ServerName != "" {
+		hint = fmt.Sprintf("healthy: `mcpx tools %s` lists its tools through proxyd", r.opts.ServerName)
+	}
+	r.setResult(Result{Code: CodeOK,
+		Message: fmt.Sprintf("MCP endpoint answered: %s %s, protocol %s", facts.ServerName, facts.ServerVersion, facts.ProtocolVersion),
+		Hint:    hint})
+}
+
+func hasHeader(h map[string]string, name string) bool {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstResponse is the first exchange that is not a followed redirect.
+func firstResponse(ex []*exchange) *exchange {
+	for _, e := range ex {
+		if e.err == nil && e.Status >= 300 && e.Status < 400 && e.Location != "" && e != ex[len(ex)-1] {
+			continue
+		}
+		return e
+	}
+	return nil
+}
+
+// unauthorized finds the exchange that shows the server is protected: a
+// 401, or a 403 with a Bearer challenge (insufficient_scope).
+func unauthorized(ex []*exchange) *exchange {
+	for _, e := range ex {
+		if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden && bearerChallenged(e) {
+			return e
+		}
+	}
+	return nil
+}
+
+func bearerChallenged(e *exchange) bool {
+	cs, _ := discovery.ParseWWWAuthenticate(e.wwwAuth)
+	return discovery.BearerChallenge(cs) != nil
+}
+
+func triedMethods(ex []*exchange) []string {
+	var out []string
+	for _, e := range ex {
+		if e.RPC == "" {
+			continue
+		}
+		s := e.RPC + " → "
+		switch {
+		case e.err != nil:
+			s += "error"
+		default:
+			s += fmt.Sprintf("HTTP %d", e.Status)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func capabilityNames(c mcp.ServerCapabilities) []string {
+	var out, extra []string
+	add := func(ok bool, name string) {
+		if ok {
+			out = append(out, name)
+		}
+	}
+	add(c.Tools != nil, "tools")
+	add(c.Resources != nil, "resources")
+	add(c.Prompts != nil, "prompts")
+	add(c.Logging != nil, "logging")
+	add(c.Completions != nil, "completions")
+	add(c.Tasks != nil, "tasks")
+	for k := range c.Experimental {
+		extra = append(extra, "experimental:"+k)
+	}
+	for k := range c.Extensions {
+		extra = append(extra, "extension:"+k)
+	}
+	sort.Strings(extra) // map order is random
+	return append(out, extra...)
+}
+
+// isRPCContent reports a content type an MCP endpoint answers with.
+func isRPCContent(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || mt == "text/event-stream" || strings.HasSuffix(mt, "+json")
+}
+
+var titleRE = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
+
+// bodyGist is a short, printable summary of a body.
+func bodyGist(e *exchange) string {
+	b := e.body.String()
+	if m := titleRE.FindStringSubmatch(b); m != nil {
+		return strings.TrimSpace(clean(m[1]))
+	}
+	b = strings.TrimSpace(clean(b))
+	if len(b) > 120 {
+		b = b[:120] + "…"
+	}
+	return b
+}
+
+// httpStep judges the first response. It returns false after a hard
+// failure.
+func (r *runner) httpStep(ctx context.Context, first *exchange, redirects []redirectHop, mcpErr error, dur time.Duration) bool {
+	start := time.Now().Add(-dur)
+	data := map[string]any{}
+	if len(redirects) > 0 {
+		data["redirects"] = redirects
+	}
+	if first == nil {
+		// The request never left: nothing but the library's error to go on.
+		res := classifyOr(mcpErr, Result{Code: CodeNotMCP, Hint: "check the URL and --transport"})
+		r.fail(StepHTTP, start, res, nil)
+		return false
+	}
+	data["request"] = first
+	if first.err != nil {
+		res := classifyOr(first.err, Result{Code: CodeConnectionUnreachable, Reason: ReasonOther,
+			Hint: "the HTTP exchange failed below HTTP: check the network path"})
+		if res.Code == CodeConnectionUnreachable && res.Message == "" || res.Reason == ReasonClosed || res.Reason == ReasonReset {
+			res.Message = fmt.Sprintf("%s %s failed: %s", first.Method, first.URL, clean(first.err.Error()))
+		}
+		if r.clientCertRequested && (res.Code == CodeConnectionUnreachable || res.Code == CodeTLSProtocol) {
+			// TLS 1.3 finishes the client's handshake before the server
+			// checks the certificate; its refusal arrives as an alert or
+			// just a closed connection on the first request.
+			res = alertResult(alertCertificateRequired)
+			res.Message = "the server requires a client certificate and closed the connection when none was sent"
+		}
+		if r.target.Scheme == "http" && (res.Code == CodeConnectionUnreachable) && r.speaksTLS(ctx) {
+			res = r.plainToTLS(0)
+		}
+		if res.Code == CodeTimeout {
+			res.Message = fmt.Sprintf("no HTTP response within %s", r.opts.Timeout)
+			res.Hint = "the server accepted the connection but did not answer: check the server's health, or raise --timeout"
+		}
+		r.fail(StepHTTP, start, res, data)
+		return false
+	}
+	summary := fmt.Sprintf("%s %s→ %d %s", first.Method, first.RPC+" ", first.Status, http.StatusText(first.Status))
+	if first.RPC == "" {
+		summary = fmt.Sprintf("%s → %d %s", first.Method, first.Status, http.StatusText(first.Status))
+	}
+	if first.ContentType != "" {
+		summary += ", " + clean(first.ContentType)
+	}
+	summary += ", " + first.Proto
+	if first.Server != "" {
+		summary += fmt.Sprintf(", server %q", clean(first.Server))
+	}
+	var followed int
+	for _, h := range redirects {
+		if h.Refused == "" {
+			followed++
+		}
+	}
+	if followed > 0 {
+		summary += fmt.Sprintf(", %d redirect(s) followed", followed)
+	}
+	st := first.Status
+	rpcBody := isRPCContent(first.ContentType)
+	switch {
+	case st >= 300 && st < 400:
+		var refused *redirectHop
+		for i := range redirects {
+			if redirects[i].Refused != "" {
+				refused = &redirects[i]
+			}
+		}
+		res := Result{Code: CodeHTTPStatus, HTTPStatus: st, Reason: ReasonRedirectRefused,
+			Message: fmt.Sprintf("HTTP %d redirect to %s", st, first.Location)}
+		if refused != nil {
+			res.Message += " refused: " + refused.Refused
+			res.Hint = fmt.Sprintf("if you trust it, probe and configure the final URL directly: %s", refused.To)
+		} else {
+			res.Hint = "the redirect has no usable Location: fix the server or use the final URL"
+		}
+		r.fail(StepHTTP, start, res, data)
+		return false
+	case st == http.StatusUnauthorized, st == http.StatusForbidden && bearerChallenged(first):
+		r.add(StepHTTP, StatusOK, start, summary+" (protected)", data)
+		return true
+	case st == http.StatusBadRequest && r.target.Scheme == "http" && !rpcBody && r.speaksTLS(ctx):
+		r.fail(StepHTTP, start, r.plainToTLS(st), data)
+		return false
+	case st == http.StatusNotFound && !rpcBody, st == http.StatusGone:
+		r.fail(StepHTTP, start, Result{Code: CodeHTTPStatus, HTTPStatus: st, Reason: ReasonNotFound,
+			Message: fmt.Sprintf("HTTP %d: nothing at %s", st, first.URL),
+			Hint:    "check the path of the URL: MCP endpoints are often at /mcp (streamable-http) or /sse (sse)"}, data)
+		return false
+	case st == http.StatusForbidden && !rpcBody:
+		r.fail(StepHTTP, start, Result{Code: CodeHTTPStatus, HTTPStatus: st,
+			Message: fmt.Sprintf("HTTP 403 Forbidden: %s", bodyGist(first)),
+			Hint:    "the server refuses this client: check the headers it requires, IP allow-lists, or the token's permissions"}, data)
+		return false
+	case st >= 500 && !rpcBody:
+		res := Result{Code: CodeHTTPStatus, HTTPStatus: st,
+			Message: fmt.Sprintf("HTTP %d %s", st, http.StatusText(st)),
+			Hint:    "the server failed to handle the request: check its logs"}
+		if g := bodyGist(first); g != "" {
+			res.Message += fmt.Sprintf(" (%s: %q)", mediaType(first.ContentType), g)
+		}
+		if st == http.StatusBadGateway || st == http.StatusServiceUnavailable || st == http.StatusGatewayTimeout {
+			res.Hint = "a gateway or load balancer answered: the MCP server behind it is down or unreachable from it; check that service"
+		}
+		r.fail(StepHTTP, start, res, data)
+		return false
+	case st >= 200 && st < 300:
+		r.add(StepHTTP, StatusOK, start, summary, data)
+	default:
+		// 400, 405, 406, 415 ... may be an MCP server objecting to one
+		// request of the negotiation; the mcp step decides.
+		r.add(StepHTTP, StatusWarn, start, summary, data)
+	}
+	return true
+}
+
+func mediaType(ct string) string {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt == "" {
+		return "body"
+	}
+	return mt
+}
+
+// speaksTLS reports whether the target's port completes a TLS handshake,
+// which explains a plain http:// request failing there.
+func (r *runner) speaksTLS(ctx context.Context) bool {
+	sctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	d := &tls.Dialer{Config: &tls.Config{ServerName: r.host, InsecureSkipVerify: true}} //nolint:gosec // only asks whether the port speaks TLS; nothing is sent
+	conn, err := d.DialContext(sctx, "tcp", r.hostPort())
+	if err != nil {
+		var cve *tls.CertificateVerificationError
+		return errors.As(err, &cve)
+	}
+	conn.Close()
+	return true
+}
+
+func (r *runner) plainToTLS(status int) Result {
+	u := *r.target
+	u.Scheme = "https"
+	u.User = nil
+	u.RawQuery = ""
+	msg := "plain http:// was sent to a port that speaks TLS"
+	if status != 0 {
+		msg = fmt.Sprintf("HTTP %d: plain http:// was sent to a port that speaks TLS", status)
+	}
+	return Result{Code: CodeHTTPStatus, HTTPStatus: status, Reason: ReasonPlainHTTPToTLS,
+		Message: msg, Hint: "use https:// — probe " + u.String()}
+}
+
+// mcpFailure classifies an MCP negotiation that failed after the HTTP
+// exchange looked fine.
+func (r *runner) mcpFailure(start time.Time, err error, ex []*exchange) {
+	facts := map[string]any{"tried": triedMethods(ex), "error": clean(err.Error())}
+	if res, ok := walk(err); ok && res.Code != CodeConnectionUnreachable || ok && lastFailed(ex) {
+		if res.Code == CodeTimeout {
+			res.Message = fmt.Sprintf("the MCP handshake did not complete within %s", r.opts.Timeout)
+			res.Hint = "the server accepted the request but did not answer in time: check the server, or raise --timeout"
+		}
+		r.fail(StepMCP, start, res, facts)
+		return
+	}
+	var last *exchange
+	for i := len(ex) - 1; i >= 0; i-- {
+		if ex[i].err == nil {
+			last = ex[i]
+			break
+		}
+	}
+	switch {
+	case last != nil && last.Status >= 200 && last.Status < 300 && !isRPCContent(last.ContentType):
+		r.fail(StepMCP, start, Result{Code: CodeNotMCP,
+			Message: fmt.Sprintf("the endpoint answered HTTP %d with %s, not JSON-RPC: %q", last.Status, mediaType(last.ContentType), bodyGist(last)),
+			Hint:    "this URL is not an MCP endpoint: check the path (often /mcp) and --transport (streamable-http or sse)"}, facts)
+	case last != nil && last.Status >= 400 && !isRPCContent(last.ContentType):
+		r.fail(StepMCP, start, Result{Code: CodeHTTPStatus, HTTPStatus: last.Status,
+			Message: fmt.Sprintf("%s %s answered HTTP %d: %s", last.Method, last.RPC, last.Status, bodyGist(last)),
+			Hint:    "the server rejected the MCP handshake at the HTTP level: check the URL, --transport and --protocol"}, facts)
+	default:
+		r.fail(StepMCP, start, Result{Code: CodeNotMCP,
+			Message: "the MCP handshake failed: " + clean(err.Error()),
+			Hint:    "the endpoint does not answer as an MCP server: check the path, --transport and --protocol"}, facts)
+	}
+}
+
+func lastFailed(ex []*exchange) bool {
+	return len(ex) > 0 && ex[len(ex)-1].err != nil
+}
+
+// unknownSessionCheck sends a harmless request with a made-up session id:
+// the spec wants 404 so that clients re-initialise; 400 leaves them stuck.
+func (r *runner) unknownSessionCheck(ctx context.Context, version string) (string, bool) {
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	body := []byte(`{"jsonrpc":"2.0","id":"mcpx-probe-session-check","method":"ping"}`)
+	sctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodPost, r.target.String(), bytes.NewReader(body))
+	if err != nil {
+		return "not checked: " + clean(err.Error()), false
+	}
+	for k, v := range r.requestHeaders() {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", "mcpx-probe-unknown-"+hex.EncodeToString(raw[:]))
+	req.Header.Set("Mcp-Protocol-Version", version)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return "not checked: " + clean(err.Error()), false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return "an unknown session id gets 404, as clients expect", false
+	case http.StatusBadRequest:
+		return "an unknown session id gets HTTP 400 instead of 404: clients will not re-initialise after the server forgets a session", true
+	default:
+		return fmt.Sprintf("an unknown session id gets HTTP %d (404 expected)", resp.StatusCode), resp.StatusCode < 400
+	}
+}
+
+// sanitizeURL drops userinfo and fragment for URLs handed to discovery.
+func sanitizeURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.Fragment = ""
+	return c.String()
+}

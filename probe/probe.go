@@ -1,0 +1,356 @@
+// Package probe diagnoses a connection to a remote MCP server step by step
+// (DNS, TCP, TLS, HTTP, MCP, OAuth discovery) and names the cause of a
+// failure in the terms of the layer that failed.
+package probe
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+)
+
+// Step ids, in report order.
+const (
+	StepDNS  = "dns"
+	StepTCP  = "tcp"
+	StepTLS  = "tls"
+	StepHTTP = "http"
+	StepMCP  = "mcp"
+	StepAuth = "auth"
+)
+
+// Step statuses.
+const (
+	StatusOK   = "ok"
+	StatusWarn = "warn"
+	StatusFail = "fail"
+	StatusSkip = "skip"
+)
+
+// Report modes.
+const (
+	ModeProxyd    = "proxyd"
+	ModeInProcess = "in-process"
+)
+
+// Transports and protocol choices.
+const (
+	TransportStreamableHTTP = "streamable-http"
+	TransportSSE            = "sse"
+	ProtocolAuto            = "auto"
+	ProtocolLegacy          = "legacy"
+	ProtocolModern          = "modern"
+)
+
+// Defaults used when Options leave a field zero.
+const (
+	DefaultTimeout = 10 * time.Second
+	// certExpiryWarn is how close to expiry a certificate turns the tls
+	// step into a warning.
+	certExpiryWarn = 14 * 24 * time.Hour
+)
+
+// Options configure one probe.
+type Options struct {
+	Target      string            // URL of the MCP endpoint
+	Headers     map[string]string // extra request headers; values are secrets
+	CAFile      string            // PEM bundle trusted in addition to the system store
+	Transport   string            // streamable-http (default) | sse
+	Protocol    string            // auto (default) | legacy | modern
+	Timeout     time.Duration     // per step (default 10s)
+	Overall     time.Duration     // whole probe (default 3x Timeout)
+	OAuth       discovery.Overrides
+	BearerToken string                // stored access token; never printed
+	Discoverer  *discovery.Discoverer // optional shared discovery cache
+	// ServerName is the configured name of the target, if any; hints use
+	// it to name the next command.
+	ServerName string
+	// OAuthClientID is a configured OAuth client id: with it, an
+	// authorization server without dynamic registration is still usable.
+	OAuthClientID string
+	// AllowMissingPKCE mirrors the per-server allow_missing_pkce_methods
+	// switch: an authorization server that omits
+	// code_challenge_methods_supported is then a warning, not a failure.
+	AllowMissingPKCE bool
+}
+
+// Report is the outcome of a probe.
+type Report struct {
+	Target string `json:"target"`
+	Mode   string `json:"mode"` // "proxyd" or "in-process"
+	Steps  []Step `json:"steps"`
+	Result Result `json:"result"`
+}
+
+// Step is one check of the probe.
+type Step struct {
+	ID         string  `json:"id"`     // dns tcp tls http mcp auth
+	Status     string  `json:"status"` // ok warn fail skip
+	DurationMS float64 `json:"duration_ms"`
+	Detail     string  `json:"detail"`
+	Data       any     `json:"data,omitempty"`
+}
+
+// Result is the verdict of a probe.
+type Result struct {
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	Hint       string `json:"hint"`
+	Reason     string `json:"reason,omitempty"`
+	HTTPStatus int    `json:"http_status,omitempty"`
+}
+
+// Request is the JSON body of proxyd's POST /v1/probe. Server, when set,
+// names a configured server whose settings (and stored token) the daemon
+// applies before the explicit fields here.
+type Request struct {
+	Target    string            `json:"target"`
+	Server    string            `json:"server,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	CAFile    string            `json:"ca_file,omitempty"`
+	Transport string            `json:"transport,omitempty"`
+	Protocol  string            `json:"protocol,omitempty"`
+	TimeoutMS int64             `json:"timeout_ms,omitempty"`
+	OverallMS int64             `json:"overall_ms,omitempty"`
+	OAuth     *RequestOverrides `json:"oauth,omitempty"`
+	// OAuthClientID and AllowMissingPKCE carry the matching config keys.
+	OAuthClientID    string `json:"oauth_client_id,omitempty"`
+	AllowMissingPKCE bool   `json:"allow_missing_pkce,omitempty"`
+}
+
+// RequestOverrides carries discovery.Overrides over JSON.
+type RequestOverrides struct {
+	AuthorizationEndpoint string `json:"authorization_endpoint,omitempty"`
+	TokenEndpoint         string `json:"token_endpoint,omitempty"`
+	RegistrationEndpoint  string `json:"registration_endpoint,omitempty"`
+	AuthServerMetadataURL string `json:"auth_server_metadata_url,omitempty"`
+}
+
+// Options converts the request; the daemon adds the bearer token and its
+// Discoverer.
+func (r Request) Options() Options {
+	o := Options{
+		Target:     r.Target,
+		Headers:    r.Headers,
+		CAFile:     r.CAFile,
+		Transport:  r.Transport,
+		Protocol:   r.Protocol,
+		Timeout:    time.Duration(r.TimeoutMS) * time.Millisecond,
+		Overall:    time.Duration(r.OverallMS) * time.Millisecond,
+		ServerName: r.Server,
+
+		OAuthClientID:    r.OAuthClientID,
+		AllowMissingPKCE: r.AllowMissingPKCE,
+	}
+	if r.OAuth != nil {
+		o.OAuth = discovery.Overrides{
+			AuthorizationEndpoint: r.OAuth.AuthorizationEndpoint,
+			TokenEndpoint:         r.OAuth.TokenEndpoint,
+			RegistrationEndpoint:  r.OAuth.RegistrationEndpoint,
+			AuthServerMetadataURL: r.OAuth.AuthServerMetadataURL,
+		}
+	}
+	return o
+}
+
+// NewRequest is the inverse of Request.Options for the fields that travel
+// over the socket (never the bearer token).
+func NewRequest(o Options) Request {
+	r := Request{
+		Target:    o.Target,
+		Server:    o.ServerName,
+		Headers:   o.Headers,
+		CAFile:    o.CAFile,
+		Transport: o.Transport,
+		Protocol:  o.Protocol,
+		TimeoutMS: o.Timeout.Milliseconds(),
+		OverallMS: o.Overall.Milliseconds(),
+
+		OAuthClientID:    o.OAuthClientID,
+		AllowMissingPKCE: o.AllowMissingPKCE,
+	}
+	if o.OAuth != (discovery.Overrides{}) {
+		r.OAuth = &RequestOverrides{
+			AuthorizationEndpoint: o.OAuth.AuthorizationEndpoint,
+			TokenEndpoint:         o.OAuth.TokenEndpoint,
+			RegistrationEndpoint:  o.OAuth.RegistrationEndpoint,
+			AuthServerMetadataURL: o.OAuth.AuthServerMetadataURL,
+		}
+	}
+	return r
+}
+
+// runner holds the state of one probe.
+type runner struct {
+	opts   Options
+	target *url.URL
+	red    *redactor
+	steps  []Step
+	result *Result
+
+	host, port string
+	addrs      []net.IP
+	conn       net.Conn // connection of the tcp/tls steps, handed to HTTP
+	tlsConfig  *tls.Config
+	pool       chan poolResult
+	// clientCertRequested: the server asked for a client certificate
+	// during the handshake; a connection it then drops is explained by it.
+	clientCertRequested bool
+
+	client *http.Client
+	rec    *recorder
+}
+
+// Run probes opts.Target. It never returns nil and never fails: every
+// problem is reported in the Report. Mode is "in-process"; the daemon
+// sets "proxyd" on reports it serves.
+func Run(ctx context.Context, opts Options) *Report {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Overall <= 0 {
+		opts.Overall = 3 * opts.Timeout
+	}
+	if opts.Transport == "" {
+		opts.Transport = TransportStreamableHTTP
+	}
+	if opts.Protocol == "" {
+		opts.Protocol = ProtocolAuto
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Overall)
+	defer cancel()
+
+	r := &runner{opts: opts}
+	u, err := parseTarget(opts.Target)
+	r.target = u
+	r.red = newRedactor(opts, u)
+	if err != nil {
+		r.setResult(Result{Code: CodeInvalidTarget, Message: err.Error(),
+			Hint: "give an absolute http:// or https:// URL, or the name of a configured server"})
+	} else {
+		r.run(ctx)
+	}
+	return r.report()
+}
+
+// parseTarget accepts absolute http(s) URLs only.
+func parseTarget(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		// url.Error quotes the input, which may hold a secret
+		return nil, fmt.Errorf("the target is not a valid URL")
+	}
+	switch u.Scheme {
+	case "http", "https":
+	default:
+		return nil, fmt.Errorf("the target must be an http:// or https:// URL")
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("the target URL has no host")
+	}
+	return u, nil
+}
+
+func (r *runner) run(ctx context.Context) {
+	defer func() {
+		if r.conn != nil {
+			r.conn.Close()
+		}
+		if r.client != nil {
+			r.client.CloseIdleConnections()
+		}
+	}()
+	r.host = r.target.Hostname()
+	r.port = r.target.Port()
+	if r.port == "" {
+		r.port = map[string]string{"http": "80", "https": "443"}[r.target.Scheme]
+	}
+	if r.target.Scheme == "https" {
+		r.loadPool()
+	}
+	if !r.dnsStep(ctx) {
+		return
+	}
+	if !r.tcpStep(ctx) {
+		return
+	}
+	if !r.tlsStep(ctx) {
+		return
+	}
+	r.httpAndMCPSteps(ctx)
+}
+
+// add appends a step, timing it from start.
+func (r *runner) add(id, status string, start time.Time, detail string, data any) {
+	var ms float64
+	if !start.IsZero() {
+		ms = float64(time.Since(start).Microseconds()) / 1000
+	}
+	r.steps = append(r.steps, Step{ID: id, Status: status, DurationMS: ms, Detail: detail, Data: data})
+}
+
+// setResult records the verdict; the first hard failure wins.
+func (r *runner) setResult(res Result) {
+	if r.result == nil {
+		r.result = &res
+	}
+}
+
+// fail records a failed step and the verdict it implies.
+func (r *runner) fail(id string, start time.Time, res Result, data any) {
+	r.add(id, StatusFail, start, res.Message, data)
+	r.setResult(res)
+}
+
+var stepOrder = []string{StepDNS, StepTCP, StepTLS, StepHTTP, StepMCP, StepAuth}
+
+// report fills skipped steps, orders them and redacts everything.
+func (r *runner) report() *Report {
+	rep := &Report{Mode: ModeInProcess}
+	if r.target != nil {
+		rep.Target = redactParsedURL(r.target)
+	} else {
+		rep.Target = RedactURL(r.opts.Target)
+	}
+	byID := map[string]Step{}
+	for _, s := range r.steps {
+		byID[s.ID] = s
+	}
+	skipReason := "not reached"
+	if r.result != nil && r.result.Code != CodeOK && r.result.Code != CodeAuthRequired {
+		skipReason = "skipped after " + r.result.Code
+	}
+	for _, id := range stepOrder {
+		s, ok := byID[id]
+		if !ok {
+			s = Step{ID: id, Status: StatusSkip, Detail: skipReason}
+		}
+		s.Detail = r.red.String(s.Detail)
+		s.Data = r.red.value(s.Data)
+		rep.Steps = append(rep.Steps, s)
+	}
+	res := Result{Code: CodeOK, Message: "MCP endpoint answered", Hint: hintOK}
+	if r.result != nil {
+		res = *r.result
+	}
+	if res.Hint == "" {
+		res.Hint = "see the failed step above for details"
+	}
+	res.Message = r.red.String(res.Message)
+	res.Hint = r.red.String(res.Hint)
+	res.Reason = clean(res.Reason)
+	rep.Result = res
+	return rep
+}
+
+// hostPort is the endpoint named in hints.
+func (r *runner) hostPort() string { return net.JoinHostPort(r.host, r.port) }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
