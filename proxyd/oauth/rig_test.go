@@ -1,0 +1,165 @@
+package oauth
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/fixtures/authserver"
+	_ "modernc.org/sqlite"
+)
+
+// schema mirrors migration 3 of proxyd/store.
+const schema = `
+CREATE TABLE oauth_tokens (server_key TEXT PRIMARY KEY, server_name TEXT NOT NULL, access_token TEXT NOT NULL, refresh_token TEXT NOT NULL DEFAULT '', token_type TEXT NOT NULL DEFAULT 'Bearer', expiry INTEGER NOT NULL DEFAULT 0, scopes TEXT NOT NULL DEFAULT '', generation INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL);
+CREATE TABLE oauth_clients (server_key TEXT PRIMARY KEY, client_id TEXT NOT NULL, client_secret TEXT NOT NULL DEFAULT '', registered INTEGER NOT NULL DEFAULT 0, redirect_uri TEXT NOT NULL DEFAULT '', raw TEXT NOT NULL DEFAULT '', updated INTEGER NOT NULL);
+CREATE TABLE oauth_state (server_key TEXT PRIMARY KEY, last_refresh INTEGER NOT NULL DEFAULT 0, last_outcome TEXT NOT NULL DEFAULT '', last_class TEXT NOT NULL DEFAULT '', latched TEXT NOT NULL DEFAULT '', updated INTEGER NOT NULL);`
+
+func openDB(tb testing.TB) *sql.DB {
+	tb.Helper()
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)") // as proxyd/store opens it
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", filepath.Join(tb.TempDir(), "state.db")+"?"+q.Encode())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	if _, err := db.Exec(schema); err != nil {
+		tb.Fatal(err)
+	}
+	return db
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// rig is a signed-in server: a fixture authorization server, a protected
+// upstream that accepts only the server's live tokens, a store and a
+// coordinator.
+type rig struct {
+	as       *authserver.Server
+	upstream *httptest.Server
+	store    *Store
+	c        *Coordinator
+	key      string
+	logs     *syncBuffer
+	flights  chan FlightInfo
+	resource string
+	client   *Client
+}
+
+type rigOpts struct {
+	coord      CoordinatorOptions
+	configured bool // a configured client instead of a registered one
+	secret     string
+}
+
+func newRig(tb testing.TB, o rigOpts) *rig {
+	tb.Helper()
+	as, err := authserver.Start(authserver.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = as.Close() })
+	r := &rig{as: as, logs: &syncBuffer{}, flights: make(chan FlightInfo, 4096)}
+	r.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		const p = "Bearer "
+		h := req.Header.Get("Authorization")
+		if len(h) <= len(p) || !as.Validate(h[len(p):]) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	tb.Cleanup(r.upstream.Close)
+	r.resource = r.upstream.URL + "/mcp"
+	r.store = NewStore(openDB(tb))
+	r.key = ServerKey("alpha", r.resource)
+
+	r.client = &Client{ClientID: "client-alpha", ClientSecret: o.secret, Registered: !o.configured, RedirectURI: "http://127.0.0.1/callback"}
+	as.AddClient(r.client.ClientID, o.secret, r.client.RedirectURI)
+
+	opts := o.coord
+	opts.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	prev := opts.OnFlight
+	opts.OnFlight = func(fi FlightInfo) {
+		r.flights <- fi
+		if prev != nil {
+			prev(fi)
+		}
+	}
+	r.c = NewCoordinator(r.store, opts)
+	src := GrantSource{
+		Server:        "alpha",
+		TokenEndpoint: func(context.Context) (string, error) { return as.URL() + "/token", nil },
+		Resource:      r.resource,
+	}
+	if o.configured {
+		src.Client = r.client
+	} else if err := r.store.SaveClient(context.Background(), r.key, r.client); err != nil {
+		tb.Fatal(err)
+	}
+	r.c.Register(r.key, src)
+	return r
+}
+
+// login mints a grant at the authorization server and stores it; expired
+// makes the stored access token already expired.
+func (r *rig) login(tb testing.TB, expired bool) *Token {
+	tb.Helper()
+	g := r.as.MintGrant(r.client.ClientID, r.resource, "read")
+	t := &Token{AccessToken: g["access_token"].(string), RefreshToken: g["refresh_token"].(string), TokenType: "Bearer",
+		Expiry: time.Now().Add(time.Hour), Scopes: []string{"read"}}
+	if expired {
+		t.Expiry = time.Now().Add(-time.Minute)
+	}
+	if _, err := r.c.SaveLogin(context.Background(), r.key, "alpha", t); err != nil {
+		tb.Fatal(err)
+	}
+	saved, err := r.store.Token(context.Background(), r.key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r.as.ResetCounters()
+	return saved
+}
+
+func (r *rig) httpClient() *http.Client {
+	return &http.Client{Transport: NewBearerTransport(nil, r.c, r.key)}
+}
+
+func (r *rig) call(hc *http.Client) (int, error) {
+	resp, err := hc.Get(r.upstream.URL + "/mcp")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,100 @@
+package oauth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+)
+
+// NewBearerTransport returns a RoundTripper that sends key's access token
+// from c (refreshing it when due) and, when the upstream answers 401 to a
+// token, refreshes once through the coordinator and retries the request
+// once, if its body can be replayed. Any Authorization header of the
+// incoming request is replaced: only mcpx's own credentials go upstream.
+func NewBearerTransport(next http.RoundTripper, c *Coordinator, key string) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &bearer{next: next, c: c, key: key}
+}
+
+type bearer struct {
+	next http.RoundTripper
+	c    *Coordinator
+	key  string
+}
+
+const maxBufferedBody = 64 << 10
+
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	tok, err := b.c.Token(ctx, b.key)
+	if err != nil {
+		closeBody(req)
+		return nil, fmt.Errorf("upstream credentials: %w", err)
+	}
+	resp, err := b.next.RoundTrip(withBearer(req, tok))
+	if err != nil {
+		return resp, err
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+	case http.StatusForbidden:
+		// insufficient_scope: the next sign-in asks for more (step-up).
+		cs, _ := discovery.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+		if ch := discovery.BearerChallenge(cs); ch != nil && ch.Error == "insufficient_scope" {
+			b.c.noteInsufficientScope(b.key, ch)
+		}
+		return resp, nil
+	default:
+		if resp.StatusCode < 400 {
+			b.c.stepUpSucceeded(b.key)
+		}
+		return resp, nil
+	}
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	if !replayable {
+		return resp, nil
+	}
+	// Keep the 401 intact for the caller in case the refresh cannot help.
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxBufferedBody))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if rerr != nil {
+		return resp, nil
+	}
+	fresh, ferr := b.c.Refresh(ctx, b.key, TriggerUnauthorized, tok)
+	if ferr != nil || fresh.AccessToken == tok.AccessToken {
+		return resp, nil
+	}
+	retry := req.Clone(ctx)
+	if req.GetBody != nil {
+		nb, gerr := req.GetBody()
+		if gerr != nil {
+			return resp, nil
+		}
+		retry.Body = nb
+	}
+	return b.next.RoundTrip(withBearer(retry, fresh))
+}
+
+func withBearer(req *http.Request, t *Token) *http.Request {
+	r := req.Clone(req.Context())
+	r.Header.Del("Cookie")
+	r.Header.Set("Authorization", "Bearer "+t.AccessToken)
+	return r
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// IsAuthorizationRequired reports whether err (from a call through a
+// bearer transport) needs the user to sign in again.
+func IsAuthorizationRequired(err error) bool { return errors.Is(err, ErrAuthorizationRequired) }
