@@ -58,9 +58,15 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 	for _, s := range servers {
 		detail := s.Summary
 		if detail == "" && s.LastError != "" {
-			detail = s.LastError
+			detail = oneLine(s.LastError, 60)
 			if s.NextRetry != nil {
 				detail += fmt.Sprintf(" (retry in %s)", humanDuration(time.Until(*s.NextRetry)))
+			}
+			switch {
+			case strings.Contains(s.LastError, "requires sign-in"):
+				detail += " — run: mcpx login " + s.Name
+			case s.State == api.StateError && s.Transport != "stdio":
+				detail += " — diagnose: mcpx probe " + s.Name
 			}
 		}
 		if detail == "" && s.ServerName != "" {
@@ -70,7 +76,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 		if era == "" {
 			era = "-"
 		}
-		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), oneLine(detail, 80)})
+		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), sanitize(detail)})
 	}
 	return t.Render()
 }

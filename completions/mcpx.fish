@@ -2,7 +2,7 @@
 
 function __fish_mcpx_no_subcommand --description 'Test if there has been any subcommand yet'
     for i in (commandline -opc)
-        if contains -- $i up down proxyd status servers list add remove rm tools call reload connect-info stdio activity list show follow export summary health completion help h drill session probe help h
+        if contains -- $i up down proxyd status servers list add remove rm tools call reload connect-info stdio activity list show follow export summary health completion help h drill session refresh login logout auth status probe help h
             return 1
         end
     end
@@ -134,6 +134,23 @@ complete -r -c mcpx -n '__fish_seen_subcommand_from drill' -a 'session' -d 'end 
 complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l calls -s n -r -d 'concurrent calls `N` after the session ends (1-1000)'
 complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l include-writes -d 'also call a tool that is not read-only (it must not be repeated)'
+complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_seen_subcommand_from drill' -a 'refresh' -d 'simulate concurrent token refresh at expiry against SERVER\'s authorization server'
+complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l callers -s n -r -d 'concurrent callers `N` (1-1000)'
+complete -c mcpx -n '__fish_seen_subcommand_from login' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'login' -d 'sign in to a server with OAuth; proxyd keeps the tokens fresh'
+complete -c mcpx -n '__fish_seen_subcommand_from login' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from login' -f -l no-browser -d 'print the authorization URL instead of opening a browser'
+complete -c mcpx -n '__fish_seen_subcommand_from login' -f -l timeout -r -d 'how long to wait for the browser sign-in'
+complete -c mcpx -n '__fish_seen_subcommand_from logout' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'logout' -d 'remove a server\'s tokens and revoke the grant where supported'
+complete -c mcpx -n '__fish_seen_subcommand_from logout' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from auth' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'auth' -d 'sign-in state of servers'
+complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_seen_subcommand_from auth' -a 'status' -d 'per server: signed in, expiry, refresh token, scopes, last refresh and its class'
+complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'probe' -d 'diagnose a connection step by step: DNS, TCP, TLS, HTTP, MCP, OAuth'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l timeout -r -d 'time limit per step; the whole probe gets 3x'

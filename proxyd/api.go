@@ -51,6 +51,7 @@ func (d *Daemon) routes() http.Handler {
 	handle("POST /v1/shutdown", d.handleShutdown)
 	handle("GET /v1/connect-info", d.handleConnectInfo)
 	handle("POST /v1/probe", d.handleProbe)
+	d.authRoutes(handle)
 	d.activityRoutes(handle)
 	d.drillRoutes(handle)
 	metrics := promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})

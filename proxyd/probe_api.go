@@ -39,5 +39,13 @@ func (d *Daemon) handleProbe(w http.ResponseWriter, r *http.Request) error {
 
 // storedToken is the access token proxyd holds for a server, or "".
 func (d *Daemon) storedToken(ctx context.Context, server string) string {
-	return ""
+	s, ok := d.config().Server(server)
+	if !ok || s.URL == "" {
+		return ""
+	}
+	tok, err := d.auth.coord.Token(ctx, serverKey(*s))
+	if err != nil {
+		return ""
+	}
+	return tok.AccessToken
 }

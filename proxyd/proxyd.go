@@ -67,6 +67,7 @@ type Daemon struct {
 	mgr      *upstream.Manager
 	down     *downstream.Server
 	metrics  *metrics
+	auth *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
 	discoverer *discovery.Discoverer
 
@@ -123,11 +124,16 @@ func Run(ctx context.Context, opts Options) error {
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
+	d.initAuth()
+	d.registerGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version:  opts.Version,
 		Logger:   d.log,
-		Wrappers: []upstream.Wrapper{func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) }},
+		Wrappers: []upstream.Wrapper{
+			func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) },
+			d.bearerWrapper,
+		},
 		OnChange: func(string) { d.requestSync() },
 		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
@@ -153,6 +159,7 @@ func Run(ctx context.Context, opts Options) error {
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	go d.syncLoop(runCtx)
+	go d.auth.coord.Run(runCtx, proactiveInterval)
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
 
@@ -244,6 +251,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 		return nil, err
 	}
 	d.logWarnings(cfg)
+	d.registerGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
 	for _, n := range removed {
 		d.health.Drop(n)

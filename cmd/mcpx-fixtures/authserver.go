@@ -29,6 +29,8 @@ func runAuthServer(ctx context.Context, args []string, stdout io.Writer) error {
 	client := fs.String("client", "", "pre-register a client `ID[:SECRET]` (a configured oauth.client_id)")
 	hold := fs.Duration("hold", 0, "delay every token response by this `duration`")
 	slow := fs.Duration("slow", 0, "`duration` of an injected slow response (default 3s)")
+	withMCP := fs.Bool("mcp", false, "also serve an MCP fixture protected by this authorization server (prints mcp: URL)")
+	era := fs.String("era", "both", "protocol `era` of the --mcp server: legacy, modern or both")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +57,22 @@ func runAuthServer(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := fmt.Fprintf(stdout, "url: %s\nmetadata: %s/.well-known/oauth-authorization-server\ncontrol: %s/_fixture/\n", s.URL(), s.URL(), s.URL()); err != nil {
 		_ = s.Close()
 		return fmt.Errorf("print ready lines: %w", err)
+	}
+	if *withMCP {
+		// The protected resource lives in this process so it can check the
+		// tokens this authorization server issues.
+		e, err := mcpserver.ParseEra(*era)
+		if err != nil {
+			_ = s.Close()
+			return usageErrorf("authserver: --era: %v", err)
+		}
+		m, err := mcpserver.Start(mcpserver.Options{Era: e, ValidateToken: s.Validate, AuthorizationServers: []string{s.URL()}})
+		if err != nil {
+			_ = s.Close()
+			return fmt.Errorf("start protected MCP fixture: %w", err)
+		}
+		defer m.Close()
+		fmt.Fprintf(stdout, "mcp: %s\nmcp-control: %s\n", m.URL(), m.ControlURL())
 	}
 	<-ctx.Done()
 	if err := s.Close(); err != nil {

@@ -1,0 +1,269 @@
+package commands
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+)
+
+var loginCommand = &cli.Command{
+	Name:      "login",
+	Usage:     "sign in to a server with OAuth; proxyd keeps the tokens fresh",
+	ArgsUsage: "SERVER",
+	Description: `Signs in to SERVER through proxyd: OAuth discovery (RFC 9728, RFC 8414),
+dynamic client registration when no client id is configured (RFC 7591,
+kept for later sign-ins), the authorization code flow with PKCE S256, the
+resource indicator (RFC 8707) and the issuer check (RFC 9207). proxyd
+listens for the browser's redirect on loopback; this command opens the
+browser ($BROWSER if set) and waits until the code is exchanged, then
+prints the granted scopes, the expiry and whether a refresh token was
+issued. proxyd refreshes the token before it expires, one refresh per
+grant however many calls are waiting.
+
+With --no-browser the authorization URL is printed on its own line to
+open anywhere (the redirect still goes to this machine's loopback).
+
+Examples:
+   mcpx login docs
+   mcpx login docs --no-browser
+   BROWSER=firefox mcpx login docs`,
+	Flags: []cli.Flag{
+		outputFlag,
+		&cli.BoolFlag{Name: "no-browser", Usage: "print the authorization URL instead of opening a browser"},
+		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "how long to wait for the browser sign-in"},
+	},
+	BashComplete: completeServers,
+	Action:       runLogin,
+}
+
+var logoutCommand = &cli.Command{
+	Name:      "logout",
+	Usage:     "remove a server's tokens and revoke the grant where supported",
+	ArgsUsage: "SERVER",
+	Description: `Deletes SERVER's tokens from proxyd's store and, when the authorization
+server has a revocation endpoint (RFC 7009), revokes the grant there.
+The client registration is kept for the next sign-in.
+
+Examples:
+   mcpx logout docs`,
+	Flags:        []cli.Flag{outputFlag},
+	BashComplete: completeServers,
+	Action:       runLogout,
+}
+
+var authCommand = &cli.Command{
+	Name:  "auth",
+	Usage: "sign-in state of servers",
+	Subcommands: []*cli.Command{{
+		Name:      "status",
+		Usage:     "per server: signed in, expiry, refresh token, scopes, last refresh and its class",
+		ArgsUsage: "[SERVER]",
+		Description: `Shows, for every HTTP server (or one), whether proxyd holds a grant, when
+the access token expires and when the next proactive refresh runs, whether
+a refresh token exists, the scopes, the last refresh's outcome and class
+(transient or terminal) and a latched terminal failure (sign in again).
+
+Examples:
+   mcpx auth status
+   mcpx auth status docs -o json`,
+		Flags:        []cli.Flag{outputFlag},
+		BashComplete: completeServers,
+		Action:       runAuthStatus,
+	}},
+}
+
+func init() { extraCommands = append(extraCommands, loginCommand, logoutCommand, authCommand) }
+
+func runLogin(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErr("login needs one SERVER")
+	}
+	f, err := format(c)
+	if err != nil {
+		return err
+	}
+	server := c.Args().First()
+	cl := newClient(c)
+	req := api.LoginRequest{Server: server, TimeoutMS: c.Duration("timeout").Milliseconds()}
+	var result *api.LoginResult
+	var failure *api.ErrorDetail
+	err = cl.Stream(c.Context, http.MethodPost, "/v1/login", req, func(line []byte) error {
+		var ev api.LoginEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return fmt.Errorf("reading proxyd's sign-in stream: %w", err)
+		}
+		switch ev.Type {
+		case api.LoginEventAuthorize:
+			openAuthURL(c, server, ev.URL)
+		case api.LoginEventResult:
+			result = ev.Result
+		case api.LoginEventError:
+			failure = ev.Error
+		}
+		return nil
+	})
+	if err != nil {
+		return daemonErr(err)
+	}
+	if failure != nil {
+		return exitErr(ExitAuthRequired, errors.New(failure.Message))
+	}
+	if result == nil {
+		return errors.New("proxyd ended the sign-in without a result; see its log")
+	}
+	for _, w := range result.Warnings {
+		errorf(c, "warning: %s\n", sanitize(w))
+	}
+	if f != "table" {
+		return render(c, result, nil)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "Signed in to %s.\n", result.Server)
+	fmt.Fprintf(w, "  scopes:        %s\n", orNoneText(strings.Join(result.Scopes, " ")))
+	if !result.Expiry.IsZero() {
+		fmt.Fprintf(w, "  expires:       %s (in %s)\n", result.Expiry.Local().Format(time.RFC3339), humanDuration(time.Until(result.Expiry)))
+	}
+	fmt.Fprintf(w, "  refresh token: %s\n", yesNo(result.RefreshToken))
+	fmt.Fprintf(w, "  client:        %s (%s)\n", result.ClientID, result.ClientSource)
+	return nil
+}
+
+func orNoneText(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// openAuthURL opens the browser on the authorization URL, or prints it.
+func openAuthURL(c *cli.Context, server, u string) {
+	if !c.Bool("no-browser") {
+		if err := openBrowser(u); err == nil {
+			errorf(c, "Opened your browser to sign in to %s; waiting for it to finish...\n", server)
+			return
+		}
+	}
+	errorf(c, "Open this URL in a browser to sign in to %s:\n", server)
+	fmt.Fprintln(c.App.ErrWriter, u)
+	errorf(c, "Waiting for the sign-in to finish...\n")
+}
+
+// openBrowser runs $BROWSER (a command; the URL is its last argument), else
+// the platform's opener.
+func openBrowser(u string) error {
+	if b := strings.TrimSpace(os.Getenv("BROWSER")); b != "" {
+		cmd := exec.Command("sh", "-c", b+` "$1"`, "mcpx-browser", u)
+		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		go func() { _ = cmd.Wait() }()
+		return nil
+	}
+	opener := "xdg-open"
+	if runtime.GOOS == "darwin" {
+		opener = "open"
+	}
+	if _, err := exec.LookPath(opener); err != nil {
+		return err
+	}
+	if runtime.GOOS == "linux" && os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		return errors.New("no display")
+	}
+	cmd := exec.Command(opener, u)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+func runLogout(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageErr("logout needs one SERVER")
+	}
+	if _, err := format(c); err != nil {
+		return err
+	}
+	var res api.LogoutResult
+	if err := newClient(c).Do(c.Context, http.MethodPost, "/v1/logout", api.LogoutRequest{Server: c.Args().First()}, &res); err != nil {
+		return daemonErr(err)
+	}
+	return render(c, res, func(w io.Writer) error {
+		if !res.Removed {
+			fmt.Fprintf(w, "Not signed in to %s; nothing to remove.\n", res.Server)
+			return nil
+		}
+		fmt.Fprintf(w, "Signed out of %s: tokens removed.\n", res.Server)
+		if res.Revoked {
+			fmt.Fprintln(w, "The authorization server revoked the grant.")
+		} else if res.RevokeError != "" {
+			fmt.Fprintf(w, "Not revoked at the authorization server: %s\n", sanitize(res.RevokeError))
+		}
+		return nil
+	})
+}
+
+func runAuthStatus(c *cli.Context) error {
+	if _, err := format(c); err != nil {
+		return err
+	}
+	p := "/v1/auth/status"
+	if s := c.Args().First(); s != "" {
+		p += "?server=" + s
+	}
+	var out []api.AuthStatus
+	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
+		return daemonErr(err)
+	}
+	return render(c, out, func(w io.Writer) error {
+		if len(out) == 0 {
+			fmt.Fprintln(w, "No HTTP servers configured.")
+			return nil
+		}
+		t := newTable(w, "SERVER", "SIGNED IN", "EXPIRES", "REFRESH TOKEN", "SCOPES", "LAST REFRESH", "NEXT REFRESH", "NOTE")
+		for _, s := range out {
+			expires, last, next := "-", "-", "-"
+			if s.Expiry != nil {
+				expires = relTime(*s.Expiry)
+			}
+			if s.LastRefresh != nil {
+				last = relTime(*s.LastRefresh) + " " + dash(s.LastOutcome)
+			}
+			if s.NextProactive != nil {
+				next = relTime(*s.NextProactive)
+			}
+			note := ""
+			switch {
+			case s.Latched != "":
+				note = "sign in again: " + s.Latched
+			case s.LastClass == "transient" && s.LastError != "":
+				note = "retrying: " + s.LastError
+			case !s.SignedIn:
+				note = "mcpx login " + s.Server
+			}
+			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, oneLine(note, 60)})
+		}
+		return t.Render()
+	})
+}
+
+// relTime is "in 5m" or "3m ago".
+func relTime(t time.Time) string {
+	d := time.Until(t)
+	if d >= 0 {
+		return "in " + humanDuration(d)
+	}
+	return humanDuration(-d) + " ago"
+}

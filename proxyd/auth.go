@@ -1,0 +1,186 @@
+package proxyd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/oauth"
+	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+)
+
+// proactiveInterval is how often the refresher looks for tokens about to
+// expire.
+const proactiveInterval = 10 * time.Second
+
+// auth is proxyd's OAuth side: the token store, the refresh coordinator,
+// and which servers hold a grant.
+type auth struct {
+	store *oauth.Store
+	coord *oauth.Coordinator
+	hc    *http.Client // the OAuth client: redirect policy, timeouts
+
+	mu       sync.RWMutex
+	signedIn map[string]bool // server key → a token is stored
+}
+
+func (d *Daemon) initAuth() {
+	counter := oauth.NewRefreshCounter()
+	d.metrics.reg.MustRegister(counter)
+	st := oauth.NewStore(d.db.DB)
+	d.auth = &auth{
+		store:    st,
+		hc:       discovery.NewHTTPClient(nil, 30*time.Second),
+		signedIn: map[string]bool{},
+	}
+	d.auth.coord = oauth.NewCoordinator(st, oauth.CoordinatorOptions{
+		Logger:  d.log,
+		Metrics: counter,
+	})
+}
+
+// serverKey keys a server's grant by name and URL: a server renamed or
+// pointed elsewhere needs a new sign-in.
+func serverKey(s config.Server) string { return oauth.ServerKey(s.Name, s.URL) }
+
+func overrides(s config.Server) discovery.Overrides {
+	if s.OAuth == nil {
+		return discovery.Overrides{}
+	}
+	return discovery.Overrides{
+		AuthorizationEndpoint: s.OAuth.AuthorizationEndpoint,
+		TokenEndpoint:         s.OAuth.TokenEndpoint,
+		RegistrationEndpoint:  s.OAuth.RegistrationEndpoint,
+		AuthServerMetadataURL: s.OAuth.AuthServerMetadataURL,
+	}
+}
+
+func configuredClient(s config.Server) *oauth.Client {
+	if s.OAuth == nil || s.OAuth.ClientID == "" {
+		return nil
+	}
+	return &oauth.Client{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret}
+}
+
+// registerGrants tells the coordinator about every HTTP server, so a
+// stored grant is refreshed proactively and on demand.
+func (d *Daemon) registerGrants(servers []config.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		if s.URL == "" {
+			continue
+		}
+		key := serverKey(s)
+		d.auth.coord.Register(key, oauth.GrantSource{
+			Server:        s.Name,
+			TokenEndpoint: d.tokenEndpoint(s),
+			Resource:      s.URL,
+			Client:        configuredClient(s),
+			HTTPClient:    d.auth.hc,
+		})
+		_, err := d.auth.store.Token(ctx, key)
+		d.auth.mu.Lock()
+		d.auth.signedIn[key] = err == nil
+		d.auth.mu.Unlock()
+	}
+}
+
+func (a *auth) isSignedIn(key string) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.signedIn[key]
+}
+
+func (a *auth) setSignedIn(key string, v bool) {
+	a.mu.Lock()
+	a.signedIn[key] = v
+	a.mu.Unlock()
+}
+
+// tokenEndpoint discovers the token endpoint when a refresh first needs it.
+func (d *Daemon) tokenEndpoint(s config.Server) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		if s.OAuth != nil && s.OAuth.TokenEndpoint != "" {
+			return s.OAuth.TokenEndpoint, nil
+		}
+		res, err := d.discover(ctx, s)
+		if err != nil {
+			return "", err
+		}
+		return res.Metadata.TokenEndpoint, nil
+	}
+}
+
+// discover runs OAuth discovery for a server, starting from the 401
+// challenge the server gives an unauthenticated request (RFC 9728).
+func (d *Daemon) discover(ctx context.Context, s config.Server) (*discovery.Result, error) {
+	var scopes []string
+	if s.OAuth != nil {
+		scopes = s.OAuth.Scopes
+	}
+	ch := d.challenge(ctx, s)
+	return d.discoverer.Discover(ctx, s.URL, ch, overrides(s), scopes)
+}
+
+// challenge asks the server for its Bearer challenge with an
+// unauthenticated initialize; nil when it gives none.
+func (d *Daemon) challenge(ctx context.Context, s config.Server) *discovery.Challenge {
+	body := `{"jsonrpc":"2.0","id":"mcpx-discovery","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcpx-proxyd","version":"` + d.opts.Version + `"}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, strings.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range s.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := d.auth.hc.Do(req)
+	if err != nil {
+		return nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return nil
+	}
+	cs, _ := discovery.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	return discovery.BearerChallenge(cs)
+}
+
+// bearerWrapper is the upstream transport layer that adds the server's
+// access token once the user has signed in; servers without a grant are
+// untouched (most need none).
+func (d *Daemon) bearerWrapper(server string, next http.RoundTripper) http.RoundTripper {
+	s, ok := d.config().Server(server)
+	if !ok || s.URL == "" {
+		return next
+	}
+	key := serverKey(*s)
+	return &lazyBearer{next: next, bearer: oauth.NewBearerTransport(next, d.auth.coord, key), auth: d.auth, key: key, server: server}
+}
+
+type lazyBearer struct {
+	next, bearer http.RoundTripper
+	auth         *auth
+	key, server  string
+}
+
+func (l *lazyBearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !l.auth.isSignedIn(l.key) {
+		return l.next.RoundTrip(req)
+	}
+	resp, err := l.bearer.RoundTrip(req)
+	if err != nil && errors.Is(err, oauth.ErrAuthorizationRequired) {
+		return nil, &callerr.AuthError{Reason: fmt.Sprintf("sign in again: mcpx login %s", l.server), Err: err}
+	}
+	return resp, err
+}
