@@ -176,6 +176,10 @@ func callerCancelled(in Input) (Classification, bool) {
 func typedRefusals(in Input) (Classification, bool) {
 	var pe *PolicyError
 	if errors.As(in.Err, &pe) {
+		if in.Facts.Dispatched {
+			// A limit enforced on the response (e.g. its size).
+			return Classification{Class: ClassProxyPolicy, Domain: DomainProxy, Reason: "stopped by proxyd policy: " + pe.Reason}, true
+		}
 		return Classification{Class: ClassProxyPolicy, Domain: DomainProxy, Reason: "refused by proxyd before dispatch: " + pe.Reason}, true
 	}
 	var re *RefusedError

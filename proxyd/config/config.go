@@ -45,6 +45,9 @@ type Server struct {
 	Env       map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	Disabled  bool              `yaml:"disabled,omitempty" json:"disabled,omitempty"`
 	Timeout   Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"` // per-call timeout, default DefaultCallTimeout
+	// MaxResponseBytes bounds one HTTP response body from the server;
+	// default DefaultMaxResponseBytes.
+	MaxResponseBytes int `yaml:"max_response_bytes,omitempty" json:"max_response_bytes,omitempty"`
 }
 
 // TLS adjusts certificate verification for a remote server.
@@ -74,6 +77,8 @@ const (
 	DefaultActivityMaxAge  = 30 * 24 * time.Hour
 	DefaultActivityMaxRows = 1_000_000
 	DefaultCallTimeout     = 60 * time.Second
+	// DefaultMaxResponseBytes bounds an upstream HTTP response (16 MiB).
+	DefaultMaxResponseBytes = 16 << 20
 )
 
 // Upstream transports.
@@ -203,6 +208,14 @@ func (s *Server) CallTimeout() time.Duration {
 		return DefaultCallTimeout
 	}
 	return time.Duration(s.Timeout)
+}
+
+// ResponseLimit bounds one HTTP response body from this server.
+func (s *Server) ResponseLimit() int64 {
+	if s.MaxResponseBytes <= 0 {
+		return DefaultMaxResponseBytes
+	}
+	return int64(s.MaxResponseBytes)
 }
 
 // Redacted returns a copy safe to print: header values, the client secret,

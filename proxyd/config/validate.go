@@ -226,6 +226,9 @@ func (v *validator) server(s *Server, i int) {
 			v.add(fmt.Sprintf("args[%d]", j), fmt.Sprintf("%sargument %d contains a NUL byte", prefix(where), j+1), "remove the NUL character")
 		}
 	}
+	if s.MaxResponseBytes < 0 {
+		v.add("max_response_bytes", fmt.Sprintf("%smax_response_bytes must not be negative", prefix(where)), "use a size in bytes such as 16777216, or leave it out for the 16 MiB default")
+	}
 	if s.Timeout < 0 {
 		v.add("timeout", fmt.Sprintf("%stimeout must not be negative", prefix(where)), "use a positive duration such as 60s")
 	}
