@@ -253,7 +253,10 @@ func runActivityShow(c *cli.Context) error {
 			row("upstream http status", strconv.Itoa(r.UpstreamHTTPStatus))
 		}
 		row("reason", r.Reason)
-		row("error", sanitize(r.Error))
+		if e := strings.TrimSpace(sanitize(r.Error)); e != "" {
+			// Upstream error bodies span lines: keep them under the label.
+			row("error", strings.ReplaceAll(e, "\n", "\n"+strings.Repeat(" ", 23)))
+		}
 		row("request id", r.RequestID)
 		row("client", r.Client)
 		row("protocol era", r.ProtocolEra)

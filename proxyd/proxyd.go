@@ -67,7 +67,7 @@ type Daemon struct {
 	mgr      *upstream.Manager
 	down     *downstream.Server
 	metrics  *metrics
-	auth *auth
+	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
 	discoverer *discovery.Discoverer
 
@@ -128,8 +128,8 @@ func Run(ctx context.Context, opts Options) error {
 	d.registerGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
-		Version:  opts.Version,
-		Logger:   d.log,
+		Version: opts.Version,
+		Logger:  d.log,
 		Wrappers: []upstream.Wrapper{
 			func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) },
 			d.bearerWrapper,

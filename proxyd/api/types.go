@@ -88,7 +88,6 @@ type CallRequest struct {
 // CallResponse carries the upstream's result as it came, or the failure
 // classified by the call-error taxonomy.
 type CallResponse struct {
-	ActivityID int64           `json:"activity_id,omitempty"`
 	RequestID  string          `json:"request_id"`
 	Server     string          `json:"server"`
 	Tool       string          `json:"tool"`

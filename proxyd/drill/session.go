@@ -29,8 +29,8 @@ const (
 type SessionTarget interface {
 	Name() string
 	Sessionful() (bool, string)
-	SessionID() string
 	EndSession(ctx context.Context) (string, error)
+	Ping(ctx context.Context) error
 	Tools() []upstream.Tool
 	Status() api.ServerStatus
 }
@@ -96,6 +96,10 @@ func Session(ctx context.Context, t SessionTarget, call Caller, o SessionOptions
 	rep.Tools = toolNames(plan)
 	if o.IncludeWrites && len(writes) == 0 {
 		rep.Notes = append(rep.Notes, "no write tool the drill can call: reads only")
+	}
+	// Start from a working session (a ping re-establishes one already lost).
+	if err := t.Ping(ctx); err != nil {
+		return rep, fmt.Errorf("the server does not answer a ping before the drill: %w", err)
 	}
 	st := t.Status()
 	before := st.Reinits

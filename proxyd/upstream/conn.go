@@ -95,6 +95,7 @@ type Conn struct {
 
 	reinits  atomic.Int64
 	inflight sync.WaitGroup
+	child    child // the stdio process, to explain an early exit
 
 	// legacySeen: under protocol auto the server answered in the legacy
 	// era, so later connections pin it and keep a GET listener open for
@@ -251,7 +252,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 	switch s.EffectiveTransport() {
 	case config.TransportStdio:
 		env := childEnv(s.Env)
-		stderr := c.opts.stderr(c.name)
+		stderr := c.child.tee(c.opts.stderr(c.name))
 		return transport.NewStdioWithOptions(s.Command, env, s.Args,
 			transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
 				cmd := exec.CommandContext(ctx, command, args...)
@@ -259,6 +260,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 				cmd.WaitDelay = 3 * time.Second
+				c.child.set(cmd)
 				return cmd, nil
 			}),
 			transport.WithCommandStderrWriter(stderr),
@@ -321,7 +323,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	}})
 	if err != nil {
 		_ = cl.Close()
-		return ra.get(), fmt.Errorf("initialize: %w", err)
+		return ra.get(), c.child.explain(fmt.Errorf("initialize: %w", describe(err)))
 	}
 	era := EraLegacy
 	if mcp.IsModernProtocol(cl.ProtocolVersion()) {
@@ -348,17 +350,20 @@ func (c *Conn) connect() (time.Duration, error) {
 			c.opts.logger().Debug("subscriptions/listen not available", "server", c.name, "err", err)
 		}
 	}
+	// Read the client's fields before publishing it: once it is live, a
+	// session re-initialisation may write them.
+	version := cl.ProtocolVersion()
 	c.mu.Lock()
 	c.cl = cl
 	c.sid = cl.GetSessionId()
 	c.era = era
-	c.version = cl.ProtocolVersion()
+	c.version = version
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
 	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
 	c.mu.Unlock()
 	c.setState(api.StateReady, "")
-	c.opts.logger().Info("upstream ready", "server", c.name, "era", era, "protocol", cl.ProtocolVersion(),
+	c.opts.logger().Info("upstream ready", "server", c.name, "era", era, "protocol", version,
 		"server_name", res.ServerInfo.Name, "tools", len(lists.tools))
 	return 0, nil
 }
@@ -404,22 +409,25 @@ func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
 	}
 }
 
-// refreshLists re-reads the server's lists after a list_changed.
+// refreshLists re-reads the server's lists after a list_changed (retried
+// once after a re-established session).
 func (c *Conn) refreshLists() {
-	c.gate.RLock()
-	defer c.gate.RUnlock()
-	cl, err := c.client()
-	if err != nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
 	defer cancel()
-	c.mu.RLock()
-	caps := c.caps
-	c.mu.RUnlock()
-	l, err := c.fetchLists(ctx, cl, caps)
+	var l lists
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		caps := c.caps
+		c.mu.RUnlock()
+		var err error
+		l, err = c.fetchLists(ctx, cl, caps)
+		return err
+	})
 	if err != nil {
-		c.opts.logger().Warn("refreshing lists after list_changed", "server", c.name, "err", err)
+		var nr *ErrNotReady
+		if !errors.As(err, &nr) {
+			c.opts.logger().Warn("refreshing lists after list_changed", "server", c.name, "err", err)
+		}
 		return
 	}
 	c.mu.Lock()

@@ -520,8 +520,13 @@ func (c *Conn) EndSession(ctx context.Context) (string, error) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		c.opts.logger().Info("upstream session ended by DELETE", "server", c.name, "session", prefix(sid))
+		return EndedByDelete, nil
+	case resp.StatusCode == http.StatusNotFound:
+		// The server no longer knew the session: it is as good as ended.
+		c.opts.logger().Info("upstream answered DELETE with 404: the session was already gone", "server", c.name, "session", prefix(sid))
 		return EndedByDelete, nil
 	}
 	var b [12]byte

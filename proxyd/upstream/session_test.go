@@ -408,9 +408,61 @@ func serverEverything(t testing.TB) string {
 	return "http://" + addr + "/mcp"
 }
 
+// wireCounter counts, at the HTTP layer, initialize requests and the
+// requests that went out without a session id (other than those that start
+// a connection).
+type wireCounter struct {
+	next http.RoundTripper
+
+	mu          sync.Mutex
+	initialize  int
+	sessionless []string
+}
+
+func (w *wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(strings.NewReader(string(body)))
+		var msg struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		w.mu.Lock()
+		switch {
+		case msg.Method == "initialize":
+			w.initialize++
+		case msg.Method == "server/discover":
+			// The modern-era probe at connect: it starts a connection.
+		case req.Header.Get(sessionHeader) == "":
+			w.sessionless = append(w.sessionless, msg.Method)
+		}
+		w.mu.Unlock()
+	}
+	return w.next.RoundTrip(req)
+}
+
+func (w *wireCounter) counts() (int, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.initialize, slices.Clone(w.sessionless)
+}
+
 func TestServerEverythingForgottenSession(t *testing.T) {
 	url := serverEverything(t)
-	m := newManager(t, config.Server{Name: "everything", URL: url})
+	wire := &wireCounter{}
+	m := NewManager(Options{Version: "test", Wrappers: []Wrapper{func(_ string, next http.RoundTripper) http.RoundTripper {
+		wire.next = next
+		return wire
+	}}})
+	m.Apply([]config.Server{{Name: "everything", URL: url}})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Close(ctx)
+	})
 	c, _ := m.Get("everything")
 	if st := waitState(t, c, api.StateReady); st.Era != EraLegacy {
 		t.Fatalf("era %s, want legacy", st.Era)
@@ -425,39 +477,69 @@ func TestServerEverythingForgottenSession(t *testing.T) {
 	if err := call(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	how, err := c.EndSession(context.Background())
-	if err != nil || how != EndedByDelete {
-		t.Fatalf("EndSession = %q, %v; want DELETE", how, err)
-	}
-	const n = 20
-	infos := make([]*CallInfo, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, info := WithCallInfo(context.Background())
-			infos[i] = info
-			errs[i] = call(ctx)
-		}()
-	}
-	wg.Wait()
-	deviation := false
-	for i := range n {
-		if errs[i] != nil {
-			t.Errorf("call %d: %v", i, errs[i])
+
+	t.Run("one read after a deleted session", func(t *testing.T) {
+		inits, _ := wire.counts()
+		before := c.Status().Reinits
+		if how, err := c.EndSession(context.Background()); err != nil || how != EndedByDelete {
+			t.Fatalf("EndSession = %q, %v; want DELETE", how, err)
 		}
-		deviation = deviation || infos[i].Deviation
-	}
-	if !deviation {
-		t.Error("server-everything's 400 for the deleted session was not recognised")
-	}
-	if st := c.Status(); st.Reinits != 1 || st.State != api.StateReady {
-		t.Fatalf("reinits %d state %s, want 1 and ready", st.Reinits, st.State)
-	}
-	if err := c.Ping(context.Background()); err != nil {
-		t.Fatalf("ping on the new session: %v", err)
+		ctx, info := WithCallInfo(context.Background())
+		if err := call(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !info.Reinit || !info.Retried || !info.Deviation {
+			t.Fatalf("info %+v: want reinit, retried and the 400 deviation", *info)
+		}
+		if n, _ := wire.counts(); n-inits != 1 || c.Status().Reinits-before != 1 || c.Status().State != api.StateReady {
+			t.Fatalf("%d initialize requests, %d re-inits, state %s", n-inits, c.Status().Reinits-before, c.Status().State)
+		}
+	})
+
+	t.Run("20 concurrent reads", func(t *testing.T) {
+		inits, _ := wire.counts()
+		before := c.Status().Reinits
+		if _, err := c.EndSession(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		const n = 20
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = call(context.Background())
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+		}
+		if got, _ := wire.counts(); got-inits != 1 {
+			t.Fatalf("%d initialize requests reached server-everything, want 1", got-inits)
+		}
+		if got := c.Status().Reinits - before; got != 1 {
+			t.Fatalf("%d re-inits, want 1", got)
+		}
+	})
+
+	t.Run("ping first, then a call", func(t *testing.T) {
+		if _, err := c.EndSession(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Ping(context.Background()); err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+		if err := call(context.Background()); err != nil {
+			t.Fatalf("call after the ping: %v", err)
+		}
+	})
+
+	if _, sessionless := wire.counts(); len(sessionless) > 0 {
+		t.Fatalf("requests sent without a session id: %v", sessionless)
 	}
 }
 
@@ -561,5 +643,43 @@ func TestSessionReestablishedClassification(t *testing.T) {
 				t.Fatalf("Classify = %+v", got)
 			}
 		})
+	}
+}
+
+func TestNonCallRequestsRetriedOnce(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		op     func(context.Context, *Conn) error
+	}{
+		{"ping", "ping", func(ctx context.Context, c *Conn) error { return c.Ping(ctx) }},
+		{"tools/list", "tools/list", func(ctx context.Context, c *Conn) error {
+			tools, err := c.ListTools(ctx)
+			if err == nil && len(tools) == 0 {
+				err = errors.New("no tools listed")
+			}
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		for _, loss := range lossStatuses {
+			t.Run(tt.name+"/"+loss.name, func(t *testing.T) {
+				fx := startLegacyFixture(t, loss.status)
+				c := legacyConn(t, fx, nil)
+				if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Status: loss.status, Session: true, Method: tt.method, Count: 1}); err != nil {
+					t.Fatal(err)
+				}
+				ctx, info := WithCallInfo(context.Background())
+				if err := tt.op(ctx, c); err != nil {
+					t.Fatalf("%s after a lost session: %v", tt.name, err)
+				}
+				if !info.Reinit || !info.Retried {
+					t.Fatalf("info %+v, want reinit and retried", *info)
+				}
+				if st := c.Status(); st.Reinits != 1 || st.State != api.StateReady {
+					t.Fatalf("reinits %d state %s", st.Reinits, st.State)
+				}
+			})
+		}
 	}
 }

@@ -3,7 +3,9 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,11 +156,11 @@ func TestApplyAddRemoveChange(t *testing.T) {
 }
 
 func TestStdioCrashingChild(t *testing.T) {
-	m := newManager(t, config.Server{Name: "crash", Command: "sh", Args: []string{"-c", "exit 3"}})
+	m := newManager(t, config.Server{Name: "crash", Command: "sh", Args: []string{"-c", "echo boom: missing API key >&2; exit 3"}})
 	c, _ := m.Get("crash")
 	st := waitState(t, c, api.StateError)
-	if st.LastError == "" {
-		t.Fatal("no last error for a crashing child")
+	if !strings.Contains(st.LastError, "exit status 3") || !strings.Contains(st.LastError, "boom: missing API key") {
+		t.Fatalf("last error %q does not say how the child ended", st.LastError)
 	}
 }
 
@@ -218,18 +220,25 @@ func TestListChangedPropagates(t *testing.T) {
 			m.Apply([]config.Server{{Name: "fx", URL: fx.URL(), Protocol: protocol}})
 			c, _ := m.Get("fx")
 			waitState(t, c, api.StateReady)
-			if err := fx.SetToolDescription("echo", "changed description"); err != nil {
-				t.Fatal(err)
-			}
+			// The modern era's listen stream may open just after the server
+			// is ready; a change made before it is not announced, so the
+			// change is repeated until one is seen (bounded).
 			deadline := time.After(10 * time.Second)
-			for {
-				if tl, _ := c.Tool("echo"); tl.Description == "changed description" {
-					return
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				want := fmt.Sprintf("changed description %d", n)
+				if err := fx.SetToolDescription("echo", want); err != nil {
+					t.Fatal(err)
 				}
 				select {
 				case <-changes:
+				case <-tick.C:
 				case <-deadline:
 					t.Fatal("the changed tool list never reached proxyd")
+				}
+				if tl, _ := c.Tool("echo"); strings.HasPrefix(tl.Description, "changed description") {
+					return
 				}
 			}
 		})
