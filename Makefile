@@ -39,8 +39,14 @@ peers:
 conformance: peers
 	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -run 'Conformance' -v ./e2e/...
 
+# Each benchmark measures against a baseline taken in the same run and
+# prints the ratio; see README "Performance".
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2000x -count 1 ./bench/... ./proxyd/activity/...
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./bench/
+	$(GO) test -run '^$$' -bench 'Ingest|FilteredQuery|RecordingOverhead' ./proxyd/activity/
+	$(GO) test -run '^$$' -bench ProbeVsMinimal -benchtime 20x ./probe/
+	$(GO) test -run '^$$' -bench ExpiredTokenThousandCallers -benchtime 20x ./proxyd/oauth/
+	$(GO) test -run '^$$' -bench ForgottenSession100 -benchtime 50x ./proxyd/upstream/
 
 completions: build
 	$(BIN)/mcpx completion bash > completions/mcpx.bash
