@@ -45,6 +45,9 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	conn, ok := d.mgr.Get(srv)
 	era := ""
 	transport := ""
+	// A token refresh during the call shows as a token request counted
+	// for the server's grant between start and end.
+	grant, refreshesBefore := "", int64(0)
 	switch {
 	case !ok:
 		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("unknown server %q (see 'mcpx servers')", srv)}
@@ -53,6 +56,11 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	default:
 		cfg := conn.Config()
 		era, transport = conn.Era(), cfg.EffectiveTransport()
+		if cfg.URL != "" {
+			if key := serverKey(cfg); d.auth.isSignedIn(key) {
+				grant, refreshesBefore = key, d.auth.coord.TokenRequests(key)
+			}
+		}
 		if _, has := ctx.Deadline(); !has {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
@@ -109,6 +117,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 		ProtocolEra:        era,
 		Reinit:             info.Reinit,
 		Retried:            info.Retried,
+		TokenRefresh:       grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore,
 	})
 	if ok {
 		d.health.Observe(srv, out.Class)
