@@ -80,7 +80,10 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	}
 	out.Duration = time.Since(start)
 	var notReady *upstream.ErrNotReady
-	if errors.As(out.Err, &notReady) {
+	if errors.As(out.Err, &notReady) && notReady.SignIn {
+		out.Class = callerr.Classification{Class: callerr.ClassAuth, Domain: callerr.DomainUpstream,
+			Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the call was not sent", srv)}
+	} else if errors.As(out.Err, &notReady) {
 		out.Class = callerr.Classification{Class: callerr.ClassNetwork, Domain: callerr.DomainUpstream,
 			Reason: fmt.Sprintf("server is %s; the call was not sent", notReady.State)}
 	} else {
@@ -190,4 +193,15 @@ func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResou
 		return nil, fmt.Errorf("unknown server %q", srv)
 	}
 	return c.ReadResource(ctx, req)
+}
+
+// CallToolRaw implements downstream.RawCaller: the upstream's result JSON
+// as it came, or a tool error result carrying the classification.
+func (d *Daemon) CallToolRaw(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (json.RawMessage, error) {
+	out := d.call(ctx, srv, tool, args, meta)
+	if out.Err != nil {
+		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+		return json.Marshal(mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)))
+	}
+	return out.Result.Raw, nil
 }

@@ -2,6 +2,7 @@ package proxyd
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,5 +157,62 @@ func TestEndpointServesUpstreamTools(t *testing.T) {
 				t.Fatalf("activity %+v", recs)
 			}
 		})
+	}
+}
+
+// TestEndpointFastPath checks the library-free path for legacy-era
+// tools/call: the upstream's result comes through verbatim, and requests
+// it must not take (unknown session, progress, unknown tool) still get the
+// library's answers.
+func TestEndpointFastPath(t *testing.T) {
+	_, td := withFixture(t, mcpserver.EraBoth)
+	url, token := endpoint(t, td)
+	post := func(session, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	resp, body := post(sid, `{"jsonrpc":"2.0","id":"req-7","method":"tools/call","params":{"name":"fx__add","arguments":{"a":2,"b":3}}}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"id":"req-7"`) || !strings.Contains(body, `"structuredContent":{"sum":5}`) {
+		t.Fatalf("fast path answer %d %s", resp.StatusCode, body)
+	}
+	// An unknown session is the library's 404, never served.
+	resp, _ = post("mcpx-00000000000000000000000000000000", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fx__add","arguments":{"a":1,"b":1}}}`)
+	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("unknown session: status %d", resp.StatusCode)
+	}
+	// An unknown tool gets the library's JSON-RPC error.
+	_, body = post(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fx__nope","arguments":{}}}`)
+	if !strings.Contains(body, `"error"`) {
+		t.Fatalf("unknown tool: %s", body)
+	}
+	// A call with a progress token goes through the library and still works.
+	_, body = post(sid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fx__echo","arguments":{"text":"p"},"_meta":{"progressToken":"tok"}}}`)
+	if !strings.Contains(body, `"text":"p"`) {
+		t.Fatalf("progress call: %s", body)
+	}
+	recs := listActivity(t, td)
+	if len(recs) != 2 || recs[1].Tool != "add" || !strings.HasPrefix(recs[1].Client, "session:") {
+		t.Fatalf("activity %+v", recs)
 	}
 }

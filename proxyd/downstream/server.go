@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -53,6 +54,11 @@ type Server struct {
 	mcp     *server.MCPServer
 	log     *slog.Logger
 
+	// sessions issues the legacy era's session ids; table routes exposed
+	// tool names (both shared with the fast path).
+	sessions *sessionIDs
+	table    atomic.Pointer[routes]
+
 	mu        sync.Mutex
 	toolSig   string
 	promptSig string
@@ -61,7 +67,7 @@ type Server struct {
 
 // New builds the aggregated server; call Sync after upstream changes.
 func New(backend Backend, version string, log *slog.Logger) *Server {
-	s := &Server{backend: backend, log: log}
+	s := &Server{backend: backend, log: log, sessions: newSessionIDs()}
 	opts := []server.ServerOption{
 		server.WithToolCapabilities(true),
 		server.WithPromptCapabilities(true),
@@ -93,9 +99,11 @@ func (s *Server) Sync() {
 	var templates []server.ServerResourceTemplate
 	var tsig, psig, rsig strings.Builder
 	seenURI := map[string]bool{}
+	table := routes{}
 	for _, u := range ups {
 		for _, t := range u.Tools {
 			exposed := ExposedName(u.Name, t.Name)
+			table[exposed] = route{server: u.Name, tool: t.Name}
 			tool := t
 			tool.Name = exposed
 			b, _ := json.Marshal(tool)
@@ -130,6 +138,7 @@ func (s *Server) Sync() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.table.Store(&table)
 	if sig := tsig.String(); sig != s.toolSig {
 		s.toolSig = sig
 		s.mcp.SetTools(tools...)
@@ -206,7 +215,7 @@ type clientKey struct{}
 func (s *Server) Handler(token string, client string) http.Handler {
 	opts := []server.StreamableHTTPOption{
 		server.WithEndpointPath("/mcp"),
-		server.WithStateful(true),
+		server.WithSessionIdManager(s.sessions),
 	}
 	if client != "" {
 		opts = append(opts, server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
@@ -214,10 +223,10 @@ func (s *Server) Handler(token string, client string) http.Handler {
 		}))
 	}
 	h := server.NewStreamableHTTPServer(s.mcp, opts...)
-	return guard(h, token)
+	return s.guard(h, token, client)
 }
 
-func guard(next http.Handler, token string) http.Handler {
+func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
@@ -235,6 +244,9 @@ func guard(next http.Handler, token string) http.Handler {
 				http.Error(w, "unauthorized: proxyd needs its bearer token; run 'mcpx connect-info'", http.StatusUnauthorized)
 				return
 			}
+		}
+		if s.fastCall(w, r, client) {
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -44,6 +44,9 @@ const (
 // ErrNotReady is returned for calls to a server that is not connected.
 type ErrNotReady struct {
 	Server, State, LastError string
+	// SignIn: the server refused proxyd's credentials (HTTP 401), so the
+	// fix is a sign-in, not a network repair.
+	SignIn bool
 }
 
 func (e *ErrNotReady) Error() string {
@@ -95,7 +98,8 @@ type Conn struct {
 
 	reinits  atomic.Int64
 	inflight sync.WaitGroup
-	child    child // the stdio process, to explain an early exit
+	child    child       // the stdio process, to explain an early exit
+	signIn   atomic.Bool // the last connect failed for want of a sign-in
 
 	// legacySeen: under protocol auto the server answered in the legacy
 	// era, so later connections pin it and keep a GET listener open for
@@ -184,6 +188,7 @@ func (c *Conn) run() {
 		c.attempts++
 		c.nextRetry = c.opts.now().Add(delay)
 		c.mu.Unlock()
+		c.signIn.Store(errors.Is(err, transport.ErrAuthorizationRequired) || errors.Is(err, transport.ErrOAuthAuthorizationRequired))
 		c.setState(api.StateError, err.Error())
 		c.opts.logger().Warn("upstream connect failed", "server", c.name, "err", err, "retry_in", delay.String())
 		c.opts.changed(c.name)
@@ -441,7 +446,7 @@ func (c *Conn) client() (*client.Client, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.cl == nil || c.state != api.StateReady {
-		return nil, &ErrNotReady{Server: c.name, State: c.state, LastError: c.lastErr}
+		return nil, &ErrNotReady{Server: c.name, State: c.state, LastError: c.lastErr, SignIn: c.state == api.StateError && c.signIn.Load()}
 	}
 	return c.cl, nil
 }

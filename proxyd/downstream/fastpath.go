@@ -1,0 +1,109 @@
+package downstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// RawCaller is implemented by backends that can answer a tools/call with
+// the upstream's result JSON as it came, which lets the endpoint skip
+// decoding and re-encoding it.
+type RawCaller interface {
+	CallToolRaw(ctx context.Context, server, tool string, args json.RawMessage, meta CallMeta) (json.RawMessage, error)
+}
+
+// maxFastBody bounds a request the fast path reads; larger ones take the
+// library's path.
+const maxFastBody = 1 << 20
+
+type route struct{ server, tool string }
+
+// routes maps exposed tool names to upstream tools; replaced whole by Sync.
+type routes = map[string]route
+
+// fastCall answers the common case, a legacy-era tools/call on a live
+// session with a plain JSON body, without the MCP library: the request is
+// decoded once, the upstream's result is passed through verbatim, and
+// nothing else (session checks, headers, notifications) differs from the
+// library's answer. Anything else returns false, with the body restored,
+// for the library to handle.
+func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string) bool {
+	if r.Method != http.MethodPost || r.URL.Path != "/mcp" {
+		return false
+	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" || !s.sessions.isLive(sid) {
+		return false
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return false
+	}
+	rc, ok := s.backend.(RawCaller)
+	if !ok {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil || len(body) > maxFastBody {
+		return false
+	}
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  struct {
+			Name      string                     `json:"name"`
+			Arguments json.RawMessage            `json:"arguments"`
+			Meta      map[string]json.RawMessage `json:"_meta"`
+			Task      json.RawMessage            `json:"task"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != string(mcp.MethodToolsCall) ||
+		len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")) || len(msg.Params.Task) > 0 {
+		return false
+	}
+	if _, progress := msg.Params.Meta["progressToken"]; progress {
+		return false // the library relays progress notifications
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && mcp.IsModernProtocol(v) {
+		return false
+	}
+	t := s.table.Load()
+	if t == nil {
+		return false
+	}
+	rt, ok := (*t)[msg.Params.Name]
+	if !ok {
+		return false // unknown tool: the library's error answer
+	}
+	if len(msg.Params.Arguments) > 0 && msg.Params.Arguments[0] != '{' && !bytes.Equal(msg.Params.Arguments, []byte("null")) {
+		return false
+	}
+	meta := CallMeta{Client: "session:" + prefix(sid)}
+	if client != "" {
+		meta.Client = client
+	}
+	raw, err := rc.CallToolRaw(r.Context(), rt.server, rt.tool, msg.Params.Arguments, meta)
+	var out []byte
+	if err != nil {
+		out, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
+			"error": map[string]any{"code": mcp.INTERNAL_ERROR, "message": err.Error()}})
+	} else {
+		out = make([]byte, 0, len(raw)+len(msg.ID)+32)
+		out = append(out, `{"jsonrpc":"2.0","id":`...)
+		out = append(out, msg.ID...)
+		out = append(out, `,"result":`...)
+		out = append(out, raw...)
+		out = append(out, '}')
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+	return true
+}
