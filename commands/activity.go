@@ -188,15 +188,30 @@ func runActivityList(c *cli.Context) error {
 			return nil
 		}
 		t := newTable(w, "ID", "TIME", "SERVER", "TOOL", "STATUS", "CLASS", "DOMAIN", "HTTP", "DURATION")
+		var colors []string
 		for _, r := range recs {
 			_ = t.Append(activityRow(r))
+			colors = append(colors, domainColor(r.FaultDomain))
 		}
-		if err := t.Render(); err != nil {
-			return err
+		if on {
+			t.ColorRows(colors)
 		}
-		_ = on
-		return nil
+		return t.Render()
 	})
+}
+
+// domainColor colours a failure by whose fault it was; the DOMAIN column
+// says the same in words.
+func domainColor(domain string) string {
+	switch domain {
+	case callerr.DomainUpstream:
+		return red
+	case callerr.DomainProxy:
+		return yellow
+	case callerr.DomainClient:
+		return cyan
+	}
+	return ""
 }
 
 func activityRow(r activity.Record) []string {
@@ -288,6 +303,7 @@ func runActivityFollow(c *cli.Context) error {
 	if f == "table" {
 		errorf(c, "following activity (Ctrl-C to stop)\n")
 	}
+	on := colorEnabled(c)
 	w := c.App.Writer
 	err = newClient(c).Stream(ctx, http.MethodGet, "/v1/activity/follow?"+q.Encode(), nil, func(line []byte) error {
 		switch f {
@@ -306,7 +322,7 @@ func runActivityFollow(c *cli.Context) error {
 		if err := json.Unmarshal(line, &r); err != nil {
 			return err
 		}
-		_, err := fmt.Fprintln(w, strings.Join(activityRow(r), "  "))
+		_, err := fmt.Fprintln(w, color(on && domainColor(r.FaultDomain) != "", domainColor(r.FaultDomain), strings.Join(activityRow(r), "  ")))
 		return err
 	})
 	if ctx.Err() != nil {

@@ -221,7 +221,13 @@ type table struct {
 	t   *tablewriter.Table
 	buf bytes.Buffer
 	w   io.Writer
+	// rowColors colour whole rendered rows (never cells: tablewriter would
+	// count the escape codes as width).
+	rowColors []string
 }
+
+// ColorRows sets an ANSI colour code per appended row ("" for none).
+func (t *table) ColorRows(codes []string) { t.rowColors = codes }
 
 // Append adds a row.
 func (t *table) Append(row []string) error { return t.t.Append(row) }
@@ -231,10 +237,13 @@ func (t *table) Render() error {
 	if err := t.t.Render(); err != nil {
 		return err
 	}
-	for _, line := range strings.SplitAfter(t.buf.String(), "\n") {
+	for i, line := range strings.SplitAfter(t.buf.String(), "\n") {
 		trimmed := strings.TrimRight(line, " \n")
 		if line == "" {
 			continue
+		}
+		if row := i - 1; row >= 0 && row < len(t.rowColors) && t.rowColors[row] != "" {
+			trimmed = color(true, t.rowColors[row], trimmed)
 		}
 		if _, err := io.WriteString(t.w, trimmed+"\n"); err != nil {
 			return err
