@@ -156,7 +156,7 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 		if c.State() != api.StateReady {
 			continue
 		}
-		u := downstream.Upstream{Name: c.Name(), Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
+		u := downstream.Upstream{Name: c.Name(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
 		for _, t := range c.Tools() {
 			u.Tools = append(u.Tools, t.Tool)
 		}

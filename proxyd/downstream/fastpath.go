@@ -22,7 +22,10 @@ type RawCaller interface {
 // library's path.
 const maxFastBody = 1 << 20
 
-type route struct{ server, tool string }
+type route struct {
+	server, tool string
+	modern       bool // the upstream speaks the modern era
+}
 
 // routes maps exposed tool names to upstream tools; replaced whole by Sync.
 type routes = map[string]route
@@ -38,7 +41,12 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		return false
 	}
 	sid := r.Header.Get("Mcp-Session-Id")
-	if sid == "" || !s.sessions.isLive(sid) {
+	version := r.Header.Get("Mcp-Protocol-Version")
+	modern := version != "" && mcp.IsModernProtocol(version)
+	switch {
+	case modern && sid != "":
+		return false
+	case !modern && (sid == "" || !s.sessions.isLive(sid)):
 		return false
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
@@ -71,23 +79,34 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 	if _, progress := msg.Params.Meta["progressToken"]; progress {
 		return false // the library relays progress notifications
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && mcp.IsModernProtocol(v) {
-		return false
+	meta := CallMeta{Client: "session:" + prefix(sid)}
+	if modern {
+		// The modern era validates every request on its own: the protocol
+		// version in _meta must match the header, and the method and tool
+		// are mirrored into headers. Anything off goes to the library,
+		// which answers with the precise error.
+		var metaVersion string
+		if json.Unmarshal(msg.Params.Meta[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion != version ||
+			r.Header.Get("Mcp-Method") != string(mcp.MethodToolsCall) || r.Header.Get("Mcp-Name") != msg.Params.Name {
+			return false
+		}
+		meta.Client = "mcp"
+	}
+	if client != "" {
+		meta.Client = client
 	}
 	t := s.table.Load()
 	if t == nil {
 		return false
 	}
 	rt, ok := (*t)[msg.Params.Name]
-	if !ok {
-		return false // unknown tool: the library's error answer
+	// An unknown tool gets the library's error answer; a result crossing
+	// eras gets the library's translation.
+	if !ok || rt.modern != modern {
+		return false
 	}
 	if len(msg.Params.Arguments) > 0 && msg.Params.Arguments[0] != '{' && !bytes.Equal(msg.Params.Arguments, []byte("null")) {
 		return false
-	}
-	meta := CallMeta{Client: "session:" + prefix(sid)}
-	if client != "" {
-		meta.Client = client
 	}
 	raw, err := rc.CallToolRaw(r.Context(), rt.server, rt.tool, msg.Params.Arguments, meta)
 	var out []byte

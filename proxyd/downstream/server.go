@@ -28,6 +28,7 @@ const CacheTTLMillis = 5000
 // Upstream is what the endpoint needs of one upstream server.
 type Upstream struct {
 	Name      string
+	Modern    bool // speaks the modern (session-less) era
 	Tools     []mcp.Tool
 	Prompts   []mcp.Prompt
 	Resources []mcp.Resource
@@ -103,7 +104,7 @@ func (s *Server) Sync() {
 	for _, u := range ups {
 		for _, t := range u.Tools {
 			exposed := ExposedName(u.Name, t.Name)
-			table[exposed] = route{server: u.Name, tool: t.Name}
+			table[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern}
 			tool := t
 			tool.Name = exposed
 			b, _ := json.Marshal(tool)
