@@ -19,6 +19,8 @@ Start here:
    mcpx tools                        every tool, namespaced <server>__<tool>
    mcpx call docs search query=mcp   call a tool and print its result
    mcpx probe https://example.com/mcp   diagnose DNS, TCP, TLS, HTTP, MCP and OAuth
+   mcpx login docs                   sign in with OAuth; proxyd keeps tokens fresh
+   mcpx activity --fault-domain upstream --since 1h   what failed, and whose fault
    mcpx connect-info                 how to point an MCP client at proxyd
 
 Global flags (--socket, --config, --state-dir, --no-color) may stand before
@@ -43,6 +45,16 @@ func commandList() []*cli.Command {
 	}
 }
 
+// categories group the commands in 'mcpx help'.
+var categories = map[string]string{
+	"up": "Daemon", "down": "Daemon", "proxyd": "Daemon", "status": "Daemon", "reload": "Daemon",
+	"servers": "Servers and tools", "tools": "Servers and tools", "call": "Servers and tools",
+	"connect-info": "Servers and tools", "stdio": "Servers and tools",
+	"probe": "Diagnose", "activity": "Diagnose", "health": "Diagnose", "drill": "Diagnose",
+	"login": "Sign-in", "logout": "Sign-in", "auth": "Sign-in",
+	"completion": "Shell",
+}
+
 // extraCommands are registered by other files of the package (probe,
 // login, drills) through their init functions.
 var extraCommands []*cli.Command
@@ -51,7 +63,9 @@ var extraCommands []*cli.Command
 func New(stdout, stderr io.Writer) *cli.App {
 	var cmds []*cli.Command
 	for _, c := range append(commandList(), extraCommands...) {
-		cmds = append(cmds, cloneCommand(c))
+		cc := cloneCommand(c)
+		cc.Category = categories[cc.Name]
+		cmds = append(cmds, cc)
 	}
 	app := &cli.App{
 		Name:                   "mcpx",
