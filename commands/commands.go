@@ -81,7 +81,11 @@ func configPath(c *cli.Context) string {
 
 // newClient returns a client for proxyd's socket.
 func newClient(c *cli.Context) *api.Client {
-	return api.NewClient(socketPath(c), Version)
+	cl := api.NewClient(socketPath(c), Version)
+	cl.OnVersionSkew = func(daemon string) {
+		errorf(c, "warning: proxyd is version %s, this mcpx is %s; restart it with 'mcpx down && mcpx up'\n", daemon, Version)
+	}
+	return cl
 }
 
 // exitErr attaches an exit code to an error.

@@ -36,6 +36,10 @@ type Client struct {
 	httpc *http.Client
 	// DaemonVersion is set after the first successful request.
 	DaemonVersion string
+	// OnVersionSkew, when set, is called once if the daemon's version
+	// differs from Version (a CLI upgraded under a running proxyd).
+	OnVersionSkew func(daemon string)
+	skewTold      bool
 }
 
 // NewClient returns a client for the socket at path.
@@ -118,6 +122,10 @@ func (c *Client) send(req *http.Request) (*http.Response, error) {
 	}
 	if v := resp.Header.Get(VersionHeader); v != "" {
 		c.DaemonVersion = v
+		if c.OnVersionSkew != nil && c.Version != "" && v != c.Version && !c.skewTold {
+			c.skewTold = true
+			c.OnVersionSkew(v)
+		}
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
