@@ -127,7 +127,15 @@ func (d *Daemon) discover(ctx context.Context, s config.Server) (*discovery.Resu
 		scopes = s.OAuth.Scopes
 	}
 	ch := d.challenge(ctx, s)
-	return d.discoverer.Discover(ctx, s.URL, ch, overrides(s), scopes)
+	ov := overrides(s)
+	res, err := d.discoverer.Discover(ctx, s.URL, ch, ov, scopes)
+	// A server written to the 2025-03-26 spec serves no RFC 9728 metadata
+	// and names none; with no overrides configured, use that spec's
+	// discovery rather than fail.
+	if err != nil && ov == (discovery.Overrides{}) && (ch == nil || ch.ResourceMetadata == "") && discovery.LegacyApplies(err) {
+		return d.discoverer.DiscoverLegacy(ctx, s.URL, ch, scopes)
+	}
+	return res, err
 }
 
 // challenge asks the server for its Bearer challenge with an
@@ -180,7 +188,9 @@ func (l *lazyBearer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := l.bearer.RoundTrip(req)
 	if err != nil && errors.Is(err, oauth.ErrAuthorizationRequired) {
-		return nil, &callerr.AuthError{Reason: fmt.Sprintf("sign in again: mcpx login %s", l.server), Err: err}
+		// The comma ends what the redactor takes for an Authorization
+		// header value in "authorization: <reason>".
+		return nil, &callerr.AuthError{Reason: fmt.Sprintf("expired or revoked, sign in again: mcpx login %s", l.server), Err: err}
 	}
 	return resp, err
 }

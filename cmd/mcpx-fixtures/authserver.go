@@ -51,7 +51,7 @@ func runAuthServer(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *client != "" {
 		id, secret, _ := strings.Cut(*client, ":")
-		s.AddClient(id, secret)
+		s.AddClient(id, secret, "http://127.0.0.1/callback") // loopback redirect: any port
 	}
 	s.Hold(*hold)
 	if _, err := fmt.Fprintf(stdout, "url: %s\nmetadata: %s/.well-known/oauth-authorization-server\ncontrol: %s/_fixture/\n", s.URL(), s.URL(), s.URL()); err != nil {

@@ -96,8 +96,35 @@ func redactAuthHeader(m string) string {
 			// prose such as "authorization: required for this server"
 			return m
 		}
+		if !authSchemes[strings.ToLower(fields[0])] && !tokenLike(fields[1]) {
+			// prose such as "authorization: sign in again: mcpx login docs"
+			return m
+		}
 		return prefix + fields[0] + " " + Redacted
 	}
+}
+
+// authSchemes are HTTP authentication schemes: what follows one is a
+// credential whatever it looks like.
+var authSchemes = map[string]bool{
+	"bearer": true, "basic": true, "digest": true, "token": true, "negotiate": true, "ntlm": true,
+	"dpop": true, "mac": true, "hoba": true, "mutual": true, "apikey": true, "aws4-hmac-sha256": true,
+}
+
+// tokenLike: at least 8 characters of the token68 alphabet (RFC 7235).
+func tokenLike(s string) bool {
+	if len(s) < 8 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune("-._~+/=", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // StripControl removes terminal control characters from server-supplied

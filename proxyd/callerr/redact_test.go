@@ -19,6 +19,8 @@ func TestRedact(t *testing.T) {
 		{"authorization other scheme", "authorization: token " + secret, "authorization: token [REDACTED]"},
 		{"authorization basic", "Authorization: Basic " + secret + "==", "Authorization: Basic [REDACTED]"},
 		{"authorization bare value", "Authorization=" + secret, "Authorization=[REDACTED]"},
+		{"authorization custom scheme", "Authorization: Custom " + secret, "Authorization: Custom [REDACTED]"},
+		{"authorization in prose is kept", "authorization: sign in again: mcpx login docs", "authorization: sign in again: mcpx login docs"},
 		{"query access_token", "GET https://x/cb?access_token=" + secret + "&state=ok", "access_token=[REDACTED]&state=ok"},
 		{"query code", "redirect ?code=" + secret + "&state=abc", "code=[REDACTED]&state=abc"},
 		{"form refresh_token", "grant_type=refresh_token&refresh_token=" + secret, "grant_type=refresh_token&refresh_token=[REDACTED]"},

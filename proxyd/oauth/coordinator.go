@@ -701,6 +701,7 @@ func (c *Coordinator) Logout(ctx context.Context, key string) error {
 	if st, ok := c.keys[key]; ok {
 		st.cached = nil
 		st.latch, st.cool = nil, nil
+		st.stepUp = nil // a new sign-in starts with a fresh step-up budget
 	}
 	c.mu.Unlock()
 	c.saveState(ctx, key, RefreshState{})

@@ -33,7 +33,8 @@ var (
 	ErrResourceMismatch  = errors.New("protected resource metadata names a different resource")
 )
 
-// MaxStepUpAttempts bounds re-authorizations for insufficient_scope.
+// MaxStepUpAttempts bounds the authorization requests for a 403
+// insufficient_scope, counting the sign-in whose token was refused.
 const MaxStepUpAttempts = 3
 
 // CallbackError is an error the authorization server sent to the

@@ -22,9 +22,15 @@ func TokenEndpointFrom(d *discovery.Discoverer, serverURL string, ov discovery.O
 	}
 }
 
+// stepUpState is the scope step-up of one server. attempts counts the
+// step-up sign-ins for the challenged scopes; it starts again only when a
+// challenge names a scope not asked for before, so a server that keeps
+// refusing the same scopes meets the limit even though some requests
+// (initialize) succeed in between.
 type stepUpState struct {
 	challenged []string
 	attempts   int
+	satisfied  bool // a request succeeded since the last challenge
 }
 
 // noteInsufficientScope records a 403 insufficient_scope challenge.
@@ -38,9 +44,11 @@ func (c *Coordinator) noteInsufficientScope(key string, ch *discovery.Challenge)
 	if st.stepUp == nil {
 		st.stepUp = &stepUpState{}
 	}
+	st.stepUp.satisfied = false
 	for _, s := range strings.Fields(ch.Scope) {
 		if !slices.Contains(st.stepUp.challenged, s) {
 			st.stepUp.challenged = append(st.stepUp.challenged, s)
+			st.stepUp.attempts = 0 // a new need, not a repeated refusal
 		}
 	}
 }
@@ -48,7 +56,8 @@ func (c *Coordinator) noteInsufficientScope(key string, ch *discovery.Challenge)
 // PendingStepUp returns the scopes the next sign-in of key should request
 // after an upstream answered 403 insufficient_scope: the union of the
 // granted and the challenged scopes. ok is false when no step-up is
-// pending; ErrStepUpLimit after MaxStepUpAttempts sign-ins did not help.
+// pending; ErrStepUpLimit after MaxStepUpAttempts sign-ins (the first
+// included) did not help.
 func (c *Coordinator) PendingStepUp(ctx context.Context, key string) (scopes []string, ok bool, err error) {
 	c.mu.Lock()
 	st, found := c.keys[key]
@@ -56,12 +65,19 @@ func (c *Coordinator) PendingStepUp(ctx context.Context, key string) (scopes []s
 	if found && st.stepUp != nil {
 		su = *st.stepUp
 	}
+	if found && su.satisfied {
+		// The last step-up worked: this is an ordinary sign-in, and a
+		// later refusal starts a new budget.
+		st.stepUp = nil
+	}
 	c.mu.Unlock()
-	if len(su.challenged) == 0 {
+	if len(su.challenged) == 0 || su.satisfied {
 		return nil, false, nil
 	}
-	if su.attempts >= MaxStepUpAttempts {
-		return nil, true, fmt.Errorf("%w: %d sign-ins did not grant %s", ErrStepUpLimit, su.attempts, strings.Join(su.challenged, " "))
+	// The sign-in that obtained the refused token was the first attempt:
+	// at most MaxStepUpAttempts authorization requests in all.
+	if su.attempts >= MaxStepUpAttempts-1 {
+		return nil, true, fmt.Errorf("%w: %d sign-ins did not grant %s", ErrStepUpLimit, su.attempts+1, strings.Join(su.challenged, " "))
 	}
 	var granted []string
 	if t, terr := c.store.Token(ctx, key); terr == nil {
@@ -75,11 +91,12 @@ func (c *Coordinator) PendingStepUp(ctx context.Context, key string) (scopes []s
 	return StepUpScopes(granted, su.challenged), true, nil
 }
 
-// stepUpSucceeded forgets a pending step-up once a call is authorized.
+// stepUpSucceeded notes a request authorized after a step-up sign-in: no
+// step-up is pending until the next insufficient_scope challenge.
 func (c *Coordinator) stepUpSucceeded(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.keys[key]; ok && st.stepUp != nil && st.stepUp.attempts > 0 {
-		st.stepUp = nil
+		st.stepUp.satisfied = true
 	}
 }

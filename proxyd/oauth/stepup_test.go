@@ -42,7 +42,8 @@ func TestStepUpThroughTransport(t *testing.T) {
 	if get() != http.StatusForbidden {
 		t.Fatal("want 403")
 	}
-	for range MaxStepUpAttempts {
+	// The first sign-in counts: MaxStepUpAttempts-1 step-ups remain.
+	for range MaxStepUpAttempts - 1 {
 		scopes, ok, err := r.c.PendingStepUp(ctx, r.key)
 		if err != nil || !ok || !slices.Equal(scopes, []string{"read", "write"}) {
 			t.Fatalf("step-up = %v %v %v", scopes, ok, err)
@@ -70,5 +71,66 @@ func TestTokenEndpointFrom(t *testing.T) {
 	f = TokenEndpointFrom(discovery.New(nil), lr.resource, discovery.Overrides{TokenEndpoint: lr.as.URL() + "/other"})
 	if got, _ := f(context.Background()); got != lr.as.URL()+"/other" {
 		t.Fatalf("override ignored: %q", got)
+	}
+}
+
+// A server that lets initialize through but refuses everything else for
+// the same scope must still meet the step-up limit; a challenge for a new
+// scope starts a new budget, and a sign-out resets it.
+func TestStepUpLimitSurvivesInterleavedSuccess(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.login(t, false)
+	var scope atomic.Value
+	scope.Store("admin")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/init" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+scope.Load().(string)+`"`)
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer up.Close()
+	hc := r.httpClient()
+	get := func(path string) {
+		t.Helper()
+		resp, err := hc.Get(up.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	ctx := context.Background()
+	get("/call")
+	for i := range MaxStepUpAttempts - 1 {
+		if _, ok, err := r.c.PendingStepUp(ctx, r.key); err != nil || !ok {
+			t.Fatalf("step-up %d: ok=%v err=%v", i+1, ok, err)
+		}
+		get("/init") // the reconnect's initialize succeeds
+		get("/call") // and the same scope is refused again
+	}
+	if _, _, err := r.c.PendingStepUp(ctx, r.key); !errors.Is(err, ErrStepUpLimit) {
+		t.Fatalf("want the step-up limit, got %v", err)
+	}
+	// A sign-in after a step-up that worked is ordinary and starts a
+	// new budget for a later refusal.
+	get("/init")
+	if _, ok, _ := r.c.PendingStepUp(ctx, r.key); ok {
+		t.Fatal("step-up pending right after a successful request")
+	}
+	get("/call")
+	if _, ok, err := r.c.PendingStepUp(ctx, r.key); err != nil || !ok {
+		t.Fatalf("after a worked step-up: ok=%v err=%v, want a fresh budget", ok, err)
+	}
+	scope.Store("admin write")
+	get("/call")
+	if _, ok, err := r.c.PendingStepUp(ctx, r.key); err != nil || !ok {
+		t.Fatalf("a new scope must start a new budget: ok=%v err=%v", ok, err)
+	}
+	if err := r.c.Logout(ctx, r.key); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := r.c.PendingStepUp(ctx, r.key); ok {
+		t.Fatal("step-up pending after sign-out")
 	}
 }

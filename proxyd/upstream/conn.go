@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -188,7 +189,9 @@ func (c *Conn) run() {
 		c.attempts++
 		c.nextRetry = c.opts.now().Add(delay)
 		c.mu.Unlock()
-		c.signIn.Store(errors.Is(err, transport.ErrAuthorizationRequired) || errors.Is(err, transport.ErrOAuthAuthorizationRequired))
+		var authErr *callerr.AuthError
+		c.signIn.Store(errors.Is(err, transport.ErrAuthorizationRequired) || errors.Is(err, transport.ErrOAuthAuthorizationRequired) ||
+			errors.As(err, &authErr))
 		c.setState(api.StateError, err.Error())
 		c.opts.logger().Warn("upstream connect failed", "server", c.name, "err", err, "retry_in", delay.String())
 		c.opts.changed(c.name)
@@ -327,6 +330,7 @@ func (c *Conn) connect() (time.Duration, error) {
 		Capabilities:    mcp.ClientCapabilities{},
 	}})
 	if err != nil {
+		c.child.settle()
 		_ = cl.Close()
 		return ra.get(), c.child.explain(fmt.Errorf("initialize: %w", describe(err)))
 	}

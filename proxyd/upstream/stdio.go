@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"time"
 )
 
 // stderrTail keeps the last lines a stdio child wrote to stderr, so a
@@ -38,6 +39,22 @@ func (ch *child) tee(next io.Writer) io.Writer {
 	})
 }
 
+// settle gives the stderr copier a moment to deliver a dying child's last
+// words before the transport is closed (closing reaps the child and its
+// pipe, dropping what was not read yet). Failure path only; bounded.
+func (ch *child) settle() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.cmd == nil {
+		return
+	}
+	for deadline := time.Now().Add(150 * time.Millisecond); len(ch.stderr) == 0 && time.Now().Before(deadline); {
+		ch.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		ch.mu.Lock()
+	}
+}
+
 // explain wraps err with how the child ended, once it has (call after
 // the transport is closed, which waits for the process).
 func (ch *child) explain(err error) error {
@@ -46,6 +63,7 @@ func (ch *child) explain(err error) error {
 	if ch.cmd == nil || ch.cmd.ProcessState == nil {
 		return err
 	}
+
 	tail := strings.TrimSpace(string(ch.stderr))
 	if i := strings.LastIndexByte(tail, '\n'); i >= 0 && len(tail)-i < 400 {
 		tail = tail[i+1:]
