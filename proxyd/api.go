@@ -225,7 +225,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	if out.Result != nil {
 		resp.Result = out.Result.Raw
-		resp.IsError = out.Result.Result.IsError
+		resp.IsError = out.Result.IsError
 	}
 	if out.Err != nil {
 		resp.Error = &api.CallError{

@@ -89,7 +89,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	} else {
 		in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
 		if out.Result != nil {
-			in.Result = out.Result.Result
+			in.Result = &mcp.CallToolResult{IsError: out.Result.IsError}
 		}
 		out.Class = callerr.Classify(in)
 	}
@@ -101,8 +101,11 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	switch {
 	case out.Err != nil:
 		errText = out.Err.Error()
-	case out.Result != nil && out.Result.Result.IsError:
-		errText = toolErrorText(out.Result.Result)
+	case out.Result != nil && out.Result.IsError:
+		errText = "tool returned isError"
+		if typed, err := out.Result.Typed(); err == nil {
+			errText = toolErrorText(typed)
+		}
 	}
 	d.activity.Add(activity.Record{
 		Time:               start,
@@ -174,7 +177,7 @@ func (d *Daemon) CallTool(ctx context.Context, srv, tool string, args json.RawMe
 		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
 		return mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)), nil
 	}
-	return out.Result.Result, nil
+	return out.Result.Typed()
 }
 
 // GetPrompt implements downstream.Backend.

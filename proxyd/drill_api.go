@@ -75,7 +75,7 @@ func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) erro
 			o.Err = redactedError{msg: redactText(out.Err.Error()), err: out.Err}
 		}
 		if out.Result != nil {
-			o.IsError = out.Result.Result.IsError
+			o.IsError = out.Result.IsError
 		}
 		return o
 	}

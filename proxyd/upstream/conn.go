@@ -503,15 +503,28 @@ func (c *Conn) ResourceTemplates() []mcp.ResourceTemplate {
 }
 
 // CallResult is a tools/call answered by the upstream (which may itself
-// report isError).
+// report isError). The result is kept as it came; the typed form is
+// decoded only when someone needs it (the fast path never does).
 type CallResult struct {
-	Result *mcp.CallToolResult
-	Raw    json.RawMessage
+	Raw     json.RawMessage
+	IsError bool
+
+	once  sync.Once
+	typed *mcp.CallToolResult
+	err   error
 }
 
-// CallTool forwards a tools/call. The arguments go out as given. After a
-// lost session the call is repeated only when that is safe (session.go);
-// otherwise it fails with a SessionReestablishedError.
+// Typed decodes the result for the MCP library.
+func (r *CallResult) Typed() (*mcp.CallToolResult, error) {
+	r.once.Do(func() {
+		r.typed, r.err = mcp.ParseCallToolResult(&r.Raw)
+		if r.err != nil {
+			r.err = fmt.Errorf("decoding tools/call result: %w", r.err)
+		}
+	})
+	return r.typed, r.err
+}
+
 func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) (*CallResult, error) {
 	if _, err := c.client(); err != nil {
 		return nil, err
@@ -536,11 +549,15 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
-	res, err := mcp.ParseCallToolResult(&raw)
-	if err != nil {
+	// One cheap pass: the result must be an object, and isError decides
+	// the classification.
+	var head struct {
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
 		return nil, fmt.Errorf("decoding tools/call result: %w", err)
 	}
-	return &CallResult{Result: res, Raw: raw}, nil
+	return &CallResult{Raw: raw, IsError: head.IsError}, nil
 }
 
 // GetPrompt forwards prompts/get (retried once after a re-established session).

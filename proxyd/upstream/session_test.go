@@ -72,7 +72,7 @@ func echo(ctx context.Context, c *Conn, text string) error {
 	if err != nil {
 		return err
 	}
-	if res.Result.IsError {
+	if res.IsError {
 		return fmt.Errorf("echo returned isError: %s", res.Raw)
 	}
 	return nil
@@ -469,7 +469,7 @@ func TestServerEverythingForgottenSession(t *testing.T) {
 	}
 	call := func(ctx context.Context) error {
 		res, err := c.CallTool(ctx, "echo", json.RawMessage(`{"message":"hi"}`))
-		if err == nil && res.Result.IsError {
+		if err == nil && res.IsError {
 			err = fmt.Errorf("echo returned isError: %s", res.Raw)
 		}
 		return err

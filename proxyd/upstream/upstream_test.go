@@ -88,7 +88,8 @@ func TestConnectBothEras(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Result.IsError || len(res.Result.Content) == 0 {
+			typed, err := res.Typed()
+			if err != nil || res.IsError || len(typed.Content) == 0 {
 				t.Fatalf("unexpected result %s", res.Raw)
 			}
 			if got := fx.Executions("echo"); got != 1 {
