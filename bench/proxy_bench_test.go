@@ -29,7 +29,7 @@ import (
 // callsPerRun is how many tool calls one measurement makes; reps how many
 // interleaved measurements of each path the medians are taken over.
 var (
-	callsPerRun = envInt("MCPX_BENCH_CALLS", 2000)
+	callsPerRun = envInt("MCPX_BENCH_CALLS", 5000)
 	reps        = envInt("MCPX_BENCH_REPS", 3)
 )
 
