@@ -538,16 +538,17 @@ func TestWarnings(t *testing.T) {
 
 // The reference's example file must stay valid.
 func TestReadmeExample(t *testing.T) {
-	b, err := os.ReadFile("README-section.md")
+	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "```yaml\n")
+	_, ref, _ := strings.Cut(string(b), "## Configuration reference")
+	_, rest, ok := strings.Cut(ref, "```yaml\n")
 	example, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatal("no yaml example in README-section.md")
+		t.Fatal("no yaml example in the README's configuration reference")
 	}
-	c, err := Parse("README-section.md", []byte(example))
+	c, err := Parse("README.md", []byte(example))
 	if err != nil {
 		t.Fatalf("example does not parse: %v", err)
 	}
