@@ -26,8 +26,8 @@ func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   64,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   256, // bursts of concurrent calls reuse connections instead of dialing
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
