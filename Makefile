@@ -23,6 +23,8 @@ demo: build
 # suite (installed from the npm registry by 'make peers').
 test: vet peers check-completions
 	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -timeout 20m ./...
+	# The refresh race, repeated: exactly one token request every time.
+	$(GO) test -race -count=20 -run 'TestConcurrentCallersOneRefresh|TestProactiveAfterReactiveDoesNotRefreshAgain' ./proxyd/oauth/
 
 unit:
 	$(GO) test -race -count=1 ./proxyd/... ./probe/... ./commands/... ./fixtures/...
