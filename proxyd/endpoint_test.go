@@ -196,6 +196,18 @@ func TestEndpointFastPath(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, `"id":"req-7"`) || !strings.Contains(body, `"structuredContent":{"sum":5}`) {
 		t.Fatalf("fast path answer %d %s", resp.StatusCode, body)
 	}
+	// An unsupported protocol version is the library's 400, never served.
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"fx__add","arguments":{"a":1,"b":1}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "1999-01-01")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode == http.StatusOK {
+		t.Fatalf("unsupported version served: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
 	// An unknown session is the library's 404, never served.
 	resp, _ = post("mcpx-00000000000000000000000000000000", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fx__add","arguments":{"a":1,"b":1}}}`)
 	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusBadRequest {

@@ -42,7 +42,13 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	version := r.Header.Get("Mcp-Protocol-Version")
+	if version != "" && !mcp.IsValidProtocolVersion(version) {
+		return false // the library answers an unsupported version
+	}
 	modern := version != "" && mcp.IsModernProtocol(version)
+	if modern && r.Header.Get("Last-Event-ID") != "" {
+		return false
+	}
 	switch {
 	case modern && sid != "":
 		return false
@@ -78,6 +84,9 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 	}
 	if _, progress := msg.Params.Meta["progressToken"]; progress {
 		return false // the library relays progress notifications
+	}
+	if _, hasVersion := msg.Params.Meta[mcp.MetaKeyProtocolVersion]; hasVersion && !modern {
+		return false // the era comes from _meta too: the library reconciles it with the header
 	}
 	meta := CallMeta{Client: "session:" + prefix(sid)}
 	if modern {

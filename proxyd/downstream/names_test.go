@@ -41,3 +41,23 @@ func TestExposedName(t *testing.T) {
 		t.Error("two long tools got the same name")
 	}
 }
+
+func TestSessionIDsBounded(t *testing.T) {
+	s := newSessionIDs()
+	first := s.Generate()
+	for i := 0; i < maxLive; i++ {
+		id := s.Generate()
+		if i%2 == 0 {
+			s.Terminate(id)
+		}
+	}
+	if s.isLive(first) && len(s.live) > maxLive {
+		t.Fatal("live sessions are not bounded")
+	}
+	if len(s.live) > maxLive || len(s.terminated) > maxTerminated {
+		t.Fatalf("live %d, terminated %d", len(s.live), len(s.terminated))
+	}
+	if _, err := s.Validate("not-ours"); err == nil {
+		t.Fatal("a foreign id validated")
+	}
+}

@@ -12,8 +12,13 @@ import (
 const sessionPrefix = "mcpx-"
 
 // maxTerminated bounds the memory of ended sessions (they are remembered
-// only so a client reusing one is told it ended).
-const maxTerminated = 4096
+// only so a client reusing one is told it ended); maxLive bounds sessions
+// that clients never end (most never send DELETE): the oldest is dropped
+// and its client told to initialize again.
+const (
+	maxTerminated = 4096
+	maxLive       = 16384
+)
 
 // sessionIDs issues and tracks downstream session ids (legacy era). It is
 // mcp-go's session id manager and also lets the fast path check a session
@@ -21,6 +26,7 @@ const maxTerminated = 4096
 type sessionIDs struct {
 	mu         sync.RWMutex
 	live       map[string]struct{}
+	order      []string // live ids, oldest first (may hold ended ones)
 	terminated map[string]struct{}
 }
 
@@ -36,6 +42,22 @@ func (s *sessionIDs) Generate() string {
 	id := sessionPrefix + hex.EncodeToString(b)
 	s.mu.Lock()
 	s.live[id] = struct{}{}
+	s.order = append(s.order, id)
+	for len(s.live) > maxLive && len(s.order) > 0 {
+		oldest := s.order[0]
+		s.order = s.order[1:]
+		delete(s.live, oldest)
+	}
+	if len(s.order) > 2*maxLive {
+		// Compact ids that ended by DELETE.
+		kept := s.order[:0]
+		for _, o := range s.order {
+			if _, ok := s.live[o]; ok {
+				kept = append(kept, o)
+			}
+		}
+		s.order = kept
+	}
 	s.mu.Unlock()
 	return id
 }

@@ -63,8 +63,9 @@ func certPool(file string) (*x509.CertPool, error) {
 }
 
 // redirectPolicy refuses redirects that would leak a request to a weaker or
-// foreign place: https→http off loopback, and any cross-origin redirect of
-// a POST (an MCP message must not be replayed to another origin).
+// foreign place: https→http off loopback, and any hop to another origin.
+// The bearer is added inside the transport, below the client's own
+// header stripping, so a cross-origin hop would carry the user's token.
 func redirectPolicy(req *http.Request, via []*http.Request) error {
 	if len(via) >= 5 {
 		return errors.New("stopped after 5 redirects")
@@ -73,8 +74,8 @@ func redirectPolicy(req *http.Request, via []*http.Request) error {
 	if prev.URL.Scheme == "https" && req.URL.Scheme == "http" && !isLoopbackHost(req.URL.Hostname()) {
 		return fmt.Errorf("refused redirect from https to http (%s)", req.URL.Redacted())
 	}
-	if via[0].Method == http.MethodPost && origin(req.URL) != origin(via[0].URL) {
-		return fmt.Errorf("refused cross-origin redirect of a POST to %s", req.URL.Redacted())
+	if origin(req.URL) != origin(via[0].URL) {
+		return fmt.Errorf("refused redirect to another origin (%s): credentials stay with the configured server", req.URL.Redacted())
 	}
 	return nil
 }
