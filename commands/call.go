@@ -70,6 +70,9 @@ func runCall(c *cli.Context) error {
 				errorf(c, "  reason: %s\n", res.Error.Reason)
 			}
 		}
+		if res.Error.ErrorClass == "auth" {
+			return silentExit(ExitAuthRequired)
+		}
 		return silentExit(ExitCallFailed)
 	}
 	if res.IsError {

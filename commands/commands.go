@@ -116,9 +116,14 @@ func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ce interface{ ExitCode() int }
+	var coded *codedError
+	if errors.As(err, &coded) {
+		return coded.code
+	}
+	var ce cli.ExitCoder
 	if errors.As(err, &ce) {
-		return ce.ExitCode()
+		// urfave/cli's own exits (an unknown command or help topic).
+		return ExitUsage
 	}
 	if api.IsNotRunning(err) {
 		return ExitProxydNotRunning

@@ -82,6 +82,9 @@ func runUp(c *cli.Context) error {
 		select {
 		case err := <-exited:
 			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == ExitConfig {
+				return exitErr(ExitConfig, fmt.Errorf("proxyd refused its config; from %s:\n%s", logPath, tail(logPath, 4)))
+			}
 			if errors.As(err, &ee) || err == nil {
 				// Another daemon may have won the race for the socket.
 				if st, serr := cl.Status(c.Context); serr == nil {
