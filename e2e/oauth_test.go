@@ -112,7 +112,7 @@ func TestOAuthFixture(t *testing.T) {
 			}
 
 			var cr api.CallResponse
-			o.runJSON(4, &cr, "call", "docs", "echo", "text=after-logout")
+			o.runJSON(6, &cr, "call", "docs", "echo", "text=after-logout")
 			if cr.Error == nil || cr.Error.ErrorClass != "auth" {
 				t.Errorf("call after logout: want error_class auth, got %+v", cr.Error)
 			}
@@ -308,7 +308,7 @@ func TestOAuthRefreshFailures(t *testing.T) {
 				return
 			}
 			var cr api.CallResponse
-			o.runJSON(4, &cr, "call", "docs", "echo", "text=x")
+			o.runJSON(6, &cr, "call", "docs", "echo", "text=x")
 			if cr.Error == nil || cr.Error.ErrorClass != "auth" || !strings.Contains(cr.Error.Reason, "mcpx login docs") {
 				t.Errorf("call with a latched grant: want error_class auth naming the fix, got %+v", cr.Error)
 			}
