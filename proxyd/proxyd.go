@@ -145,21 +145,26 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("listening for MCP clients on %s: %w (is another proxyd using it? set listen: in the config)", listen, err)
 	}
 	d.listen = mcpLn.Addr().String()
+	// Streams (GET listeners, follows, sign-ins, drills) end when shutdown
+	// starts; calls are drained, never cancelled by the signal itself.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
 	mcpSrv := &http.Server{
-		Handler:           d.down.Handler(d.token, ""),
+		Handler:           endOnShutdown(d.down.Handler(d.token, ""), streams),
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	apiSrv := &http.Server{
-		Handler:           d.routes(),
+		Handler:           endOnShutdown(d.routes(), streams),
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext:       d.connContext,
 	}
 
-	runCtx, cancelRun := context.WithCancel(ctx)
+	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
-	go d.syncLoop(runCtx)
-	go d.auth.coord.Run(runCtx, proactiveInterval)
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); d.syncLoop(runCtx) }()
+	go func() { defer bg.Done(); d.auth.coord.Run(runCtx, proactiveInterval) }()
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
 
@@ -179,19 +184,49 @@ func Run(ctx context.Context, opts Options) error {
 	case runErr = <-errc:
 	}
 	d.log.Info("proxyd stopping: draining in-flight calls")
-	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
-	defer cancel()
-	// Stop taking new MCP calls and wait for running ones, then the rest.
-	_ = mcpSrv.Shutdown(sctx)
-	d.mgr.Close(sctx)
+	d.requestShutdown()
+	endStreams()
+	// Each phase has its own budget, so a slow one does not leave the
+	// next without time.
+	phase := func(name string, f func(context.Context) error) {
+		pctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
+		defer cancel()
+		if err := f(pctx); err != nil {
+			d.log.Warn("shutdown: "+name, "err", err)
+		}
+	}
+	// Stop taking MCP calls and wait for running ones; the control socket
+	// stays up (status answers) until the end.
+	phase("draining MCP calls", mcpSrv.Shutdown)
+	phase("closing upstreams", func(c context.Context) error { d.mgr.Close(c); return nil })
+	phase("finishing token refreshes", d.auth.coord.Close)
 	cancelRun()
+	bg.Wait()
 	<-watchDone
 	if err := d.activity.Close(); err != nil {
 		d.log.Error("flushing activity", "err", err)
 	}
-	_ = apiSrv.Shutdown(sctx)
+	phase("draining socket calls", apiSrv.Shutdown)
 	d.log.Info("proxyd stopped")
 	return runErr
+}
+
+// endOnShutdown cancels long-lived requests (GET streams, sign-ins,
+// drills, follows) when shutdown starts; other requests, the calls, keep
+// their context and are drained.
+func endOnShutdown(next http.Handler, streams context.Context) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		long := r.Method == http.MethodGet || r.URL.Path == "/v1/login" || strings.HasPrefix(r.URL.Path, "/v1/drill/")
+		if !long {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(streams, cancel)
+		defer stop()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 func serveErr(err error) error {

@@ -115,6 +115,28 @@ type Coordinator struct {
 
 	mu   sync.Mutex
 	keys map[string]*keyState
+
+	// flights tracks running refreshes so a shutdown can let them finish
+	// storing their tokens: a refresh token is spent the moment the
+	// request goes out, so dropping the answer would lose the grant.
+	flights sync.WaitGroup
+	closed  bool
+}
+
+// Close waits (bounded by ctx) for refreshes in flight to store their
+// result; later refreshes are refused.
+func (c *Coordinator) Close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() { c.flights.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("refreshes still in flight at shutdown: %w", ctx.Err())
+	}
 }
 
 type keyState struct {
@@ -294,10 +316,18 @@ func (c *Coordinator) Refresh(ctx context.Context, key, trigger string, observed
 		return nil, fmt.Errorf("%w: %s", ErrUnknownServer, key)
 	}
 	f := st.flight
+	if f == nil && c.closed {
+		c.mu.Unlock()
+		return nil, errors.New("refresh refused: proxyd is shutting down")
+	}
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
 		st.flight = f
-		go c.run(key, st, trigger, observed, f)
+		c.flights.Add(1)
+		go func() {
+			defer c.flights.Done()
+			c.run(key, st, trigger, observed, f)
+		}()
 	}
 	c.mu.Unlock()
 	select {
