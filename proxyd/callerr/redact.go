@@ -10,7 +10,11 @@ import (
 const Redacted = "[REDACTED]"
 
 // secretKeys are parameter and field names whose values are credentials.
-const secretKeys = `access_token|refresh_token|id_token|client_secret|code|code_verifier|token|api_key|apikey|password|assertion|client_assertion`
+const secretKeys = `access_token|refresh_token|id_token|client_secret|code|code_verifier|token|api_key|apikey|password|assertion|client_assertion|accesstoken|refreshtoken|idtoken|clientsecret|codeverifier`
+
+// namedSecrets are the unambiguous names, safe to match in looser
+// syntaxes (YAML, Python reprs) where "code" or "token" would catch prose.
+const namedSecrets = `access_token|refresh_token|id_token|client_secret|code_verifier|api_key|apikey|password|client_assertion|accesstoken|refreshtoken|idtoken|clientsecret|codeverifier`
 
 var (
 	// JSON fields with string values, raw or inside a JSON-escaped string
@@ -22,6 +26,12 @@ var (
 	authHeaderRE = regexp.MustCompile(`(?i)(\bauthorization\s*[:=]\s*)([^\r\n"',;\\]+)`)
 	// Bearer credentials anywhere, with a space, a URL-escaped space or a plus.
 	bearerRE = regexp.MustCompile(`(?i)(\bbearer(?:\s+|%20|\+))([A-Za-z0-9\-._~+/]+=*)`)
+	// Single-quoted fields (Python dict reprs): 'access_token': '...'.
+	quotedFieldRE = regexp.MustCompile(`(?i)('(?:` + namedSecrets + `)'\s*:\s*')([^']+)`)
+	// YAML and log style: access_token: ...
+	looseFieldRE = regexp.MustCompile(`(?i)(\b(?:` + namedSecrets + `)\s*:\s+)([^\s,;'"\\]+)`)
+	// Other credential-bearing headers.
+	secretHeaderRE = regexp.MustCompile(`(?i)(\b(?:x-api-key|api-key|proxy-authorization|set-cookie|cookie)\s*:\s*)([^\r\n"\\]+)`)
 	// JWT-looking strings anywhere.
 	jwtRE = regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`)
 )
@@ -43,6 +53,15 @@ func Redact(s string) string {
 	}
 	s = jsonFieldRE.ReplaceAllString(s, "${1}"+Redacted)
 	s = paramRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = quotedFieldRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = looseFieldRE.ReplaceAllStringFunc(s, func(m string) string {
+		sub := looseFieldRE.FindStringSubmatch(m)
+		if sub[2] == Redacted {
+			return m
+		}
+		return sub[1] + Redacted
+	})
+	s = secretHeaderRE.ReplaceAllString(s, "${1}"+Redacted)
 	s = authHeaderRE.ReplaceAllStringFunc(s, redactAuthHeader)
 	s = bearerRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := bearerRE.FindStringSubmatch(m)
@@ -62,7 +81,7 @@ var prose = map[string]bool{
 
 // triggers contains a substring of every pattern Redact looks for, so text
 // without any of them skips the regular expressions.
-var triggers = []string{"bearer", "authorization", "token", "code", "secret", "key", "password", "assertion", "eyj"}
+var triggers = []string{"bearer", "authorization", "token", "code", "secret", "key", "password", "assertion", "eyj", "cookie"}
 
 func mayHoldSecret(s string) bool {
 	lower := strings.ToLower(s)
