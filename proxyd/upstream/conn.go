@@ -101,6 +101,7 @@ type Conn struct {
 	inflight sync.WaitGroup
 	child    child       // the stdio process, to explain an early exit
 	signIn   atomic.Bool // the last connect failed for want of a sign-in
+	closing  bool        // under mu: no new calls once close has begun
 
 	// legacySeen: under protocol auto the server answered in the legacy
 	// era, so later connections pin it and keep a GET listener open for
@@ -529,7 +530,14 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	if _, err := c.client(); err != nil {
 		return nil, err
 	}
+	// Counted under mu, so no call starts once close has begun waiting.
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil, &ErrNotReady{Server: c.name, State: "closing"}
+	}
 	c.inflight.Add(1)
+	c.mu.Unlock()
 	defer c.inflight.Done()
 	params := map[string]any{"name": name}
 	if len(args) > 0 && string(args) != "null" {
@@ -659,6 +667,9 @@ func prefix(id string) string {
 
 // close stops the connection and waits for in-flight calls (bounded by ctx).
 func (c *Conn) close(ctx context.Context) {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	waited := make(chan struct{})
 	go func() { c.inflight.Wait(); close(waited) }()
 	select {
