@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -207,4 +208,11 @@ func (d *Daemon) CallToolRaw(ctx context.Context, srv, tool string, args json.Ra
 		return json.Marshal(mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)))
 	}
 	return out.Result.Raw, nil
+}
+
+// RecordUnknownTool implements downstream.UnknownToolRecorder: the call is
+// refused (and recorded) without touching the network.
+func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta downstream.CallMeta) {
+	srv, tool, _ := strings.Cut(exposed, downstream.Separator)
+	d.call(ctx, srv, tool, nil, meta)
 }

@@ -224,7 +224,11 @@ func TestEndpointFastPath(t *testing.T) {
 		t.Fatalf("progress call: %s", body)
 	}
 	recs := listActivity(t, td)
-	if len(recs) != 2 || recs[1].Tool != "add" || !strings.HasPrefix(recs[1].Client, "session:") {
+	if len(recs) != 3 || recs[2].Tool != "add" || !strings.HasPrefix(recs[2].Client, "session:") {
 		t.Fatalf("activity %+v", recs)
+	}
+	// The unknown tool is recorded as the client's mistake.
+	if r := recs[1]; r.Tool != "nope" || r.ErrorClass != "proxy_policy" || r.FaultDomain != "client" {
+		t.Fatalf("unknown tool record %+v", r)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -49,6 +50,23 @@ type Backend interface {
 	ReadResource(ctx context.Context, server string, req mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error)
 }
 
+// UnknownToolRecorder is implemented by backends that record calls to
+// tools no upstream offers (exposed is the name the client asked for).
+type UnknownToolRecorder interface {
+	RecordUnknownTool(ctx context.Context, exposed string, meta CallMeta)
+}
+
+// clientOf names the downstream client of a request.
+func clientOf(ctx context.Context) string {
+	if c, ok := ctx.Value(clientKey{}).(string); ok {
+		return c
+	}
+	if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
+		return "session:" + prefix(cs.SessionID())
+	}
+	return "mcp"
+}
+
 // Server is the aggregated MCP server.
 type Server struct {
 	backend Backend
@@ -77,6 +95,20 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 		server.WithRecovery(),
 		server.WithCacheHints(CacheTTLMillis, mcp.CacheScopePrivate),
 		server.WithInstructions("mcpx proxyd: tools of each upstream server are named <server>__<tool>."),
+	}
+	// A call to a tool no upstream offers is refused by the library before
+	// any handler runs; it still belongs in the activity log.
+	if rr, ok := backend.(UnknownToolRecorder); ok {
+		hooks := &server.Hooks{}
+		hooks.AddOnError(func(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
+			if method != mcp.MethodToolsCall || !errors.Is(err, server.ErrToolNotFound) {
+				return
+			}
+			if req, ok := message.(*mcp.CallToolRequest); ok {
+				rr.RecordUnknownTool(ctx, req.Params.Name, CallMeta{Client: clientOf(ctx)})
+			}
+		})
+		opts = append(opts, server.WithHooks(hooks))
 	}
 	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList,
 		mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead, mcp.MethodServerDiscover} {
