@@ -40,6 +40,7 @@ func TestActivityClassificationMatrix(t *testing.T) {
 		{"jsonrpc non-standard code", &mcpserver.Fault{Kind: mcpserver.FaultJSONRPCError, Tool: "echo", Code: -32099, Message: "custom"}, "echo", "text=x", nil, "jsonrpc", "upstream", 0},
 		{"401", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "echo", Status: 401}, "echo", "text=x", nil, "auth", "upstream", 401},
 		{"403", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "echo", Status: 403}, "echo", "text=x", nil, "auth", "upstream", 403},
+		{"403 insufficient_scope", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "echo", Status: 403, Scope: "notes.write"}, "echo", "text=x", nil, "auth", "upstream", 403},
 		{"404 without a session (modern era)", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "echo", Status: 404}, "echo", "text=x", []string{"@modern"}, "", "upstream", 404},
 		{"404 with a session, write tool", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "write_note", Status: 404, Session: true}, "write_note", "text=x", nil, "session_terminated", "upstream", 404},
 		{"429", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "echo", Status: 429}, "echo", "text=x", nil, "http", "upstream", 429},

@@ -235,6 +235,10 @@ func sessionTerminated(in Input) (Classification, bool) {
 
 func authFailure(in Input) (Classification, bool) {
 	st := in.Facts.HTTPStatus
+	if st == http.StatusForbidden && in.Facts.InsufficientScope {
+		return Classification{Class: ClassAuth, Domain: DomainUpstream, HTTPStatus: st,
+			Reason: "HTTP 403 insufficient_scope recorded at the transport: the grant lacks a scope the upstream asks for; 'mcpx login' again requests it (scope step-up)"}, true
+	}
 	if st == http.StatusUnauthorized || st == http.StatusForbidden {
 		return Classification{Class: ClassAuth, Domain: DomainUpstream, HTTPStatus: st,
 			Reason: fmt.Sprintf("HTTP %d recorded at the transport: the upstream refused the credentials", st)}, true

@@ -64,6 +64,11 @@ func TestClassify(t *testing.T) {
 			class: ClassAuth, domain: DomainUpstream, status: 401},
 		{name: "403", in: Input{Err: errors.New("request failed with status 403: forbidden"), Facts: withStatus(403, "text/plain")},
 			class: ClassAuth, domain: DomainUpstream, status: 403},
+		{name: "403 insufficient_scope", in: Input{Err: errors.New("request failed with status 403: forbidden"), Facts: func() Facts {
+			f := withStatus(403, "text/plain")
+			f.InsufficientScope = true
+			return f
+		}()}, class: ClassAuth, domain: DomainUpstream, status: 403, reasonHint: "scope step-up"},
 		{name: "auth required before dispatch", in: Input{Err: &AuthError{Reason: "sign in with mcpx login docs"}},
 			class: ClassAuth, domain: DomainUpstream, reasonHint: "sign in"},
 		{name: "library authorization error", in: Input{Err: wrapTransport(transport.ErrOAuthAuthorizationRequired)},

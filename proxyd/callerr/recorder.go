@@ -32,6 +32,9 @@ type Facts struct {
 	BodyComplete bool
 	// SessionLost is true when a request carrying a session id got a 404.
 	SessionLost bool
+	// InsufficientScope is true when a 403 carried a Bearer challenge with
+	// error="insufficient_scope": the fix is a sign-in with more scope.
+	InsufficientScope bool
 	// TransportErr is the last error the HTTP transport returned (no response).
 	TransportErr error
 }
@@ -134,6 +137,13 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	rec.f.ContentType = mediaType
 	if resp.StatusCode == http.StatusNotFound && withSession {
 		rec.f.SessionLost = true
+	}
+	if resp.StatusCode == http.StatusForbidden {
+		for _, v := range resp.Header.Values("WWW-Authenticate") {
+			if strings.Contains(v, "insufficient_scope") {
+				rec.f.InsufficientScope = true
+			}
+		}
 	}
 	rec.f.HTMLBody = mediaType == "text/html"
 	rec.mu.Unlock()
