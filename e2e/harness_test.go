@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -111,8 +112,12 @@ type env struct {
 	Config   string
 	StateDir string
 
+	// extraEnv is added to every process's environment (e.g. BROWSER).
+	extraEnv []string
+
 	mu      sync.Mutex
 	proxyds []*proxydProc
+	outputs []string // every CLI output, for canary checks
 }
 
 func newEnv(t *testing.T) *env {
@@ -156,6 +161,7 @@ func (e *env) environ() []string {
 	if v := os.Getenv("TMPDIR"); v != "" {
 		out = append(out, "TMPDIR="+v)
 	}
+	out = append(out, e.extraEnv...)
 	return out
 }
 
@@ -201,6 +207,9 @@ func (e *env) runRaw(args ...string) result {
 	if ctx.Err() != nil {
 		e.t.Fatalf("mcpx %s did not finish within %s\n%s", strings.Join(args, " "), runTimeout, r)
 	}
+	e.mu.Lock()
+	e.outputs = append(e.outputs, r.stdout, r.stderr)
+	e.mu.Unlock()
 	return r
 }
 
@@ -431,7 +440,15 @@ func startFixture(t *testing.T, era mcpserver.Era) *mcpserver.Server {
 // and shell users do, and returns the URL from its "url:" ready line.
 func startFixtureProcess(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(fixturesBin, append([]string{"mcp"}, args...)...)
+	return runFixtures(t, "url", append([]string{"mcp"}, args...)...)["url"]
+}
+
+// runFixtures runs `mcpx-fixtures ARGS` as a child until the test ends and
+// returns its "key: value" ready lines, up to and including the line of
+// key last.
+func runFixtures(t *testing.T, last string, args ...string) map[string]string {
+	t.Helper()
+	cmd := exec.Command(fixturesBin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatalf("fixture stdout: %v", err)
@@ -439,15 +456,19 @@ func startFixtureProcess(t *testing.T, args ...string) string {
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting mcpx-fixtures: %v", err)
+		t.Fatalf("starting mcpx-fixtures %s: %v", args[0], err)
 	}
 	done := make(chan struct{})
-	urls := make(chan string, 1)
+	ready := make(chan map[string]string, 1)
 	go func() {
+		lines := map[string]string{}
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "url: "); ok {
-				urls <- u
+			if k, v, ok := strings.Cut(sc.Text(), ": "); ok {
+				lines[k] = v
+				if k == last {
+					ready <- maps.Clone(lines) // the loop goes on reading
+				}
 			}
 		}
 		_ = cmd.Wait()
@@ -458,20 +479,20 @@ func startFixtureProcess(t *testing.T, args ...string) string {
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			t.Errorf("mcpx-fixtures ignored SIGTERM; killing it")
+			t.Errorf("mcpx-fixtures %s ignored SIGTERM; killing it", args[0])
 			_ = cmd.Process.Kill()
 			<-done
 		}
 	})
 	select {
-	case u := <-urls:
-		return u
+	case lines := <-ready:
+		return lines
 	case <-done:
-		t.Fatalf("mcpx-fixtures exited before printing its url\nstderr:\n%s", stderr)
+		t.Fatalf("mcpx-fixtures %s exited before printing %s:\nstderr:\n%s", args[0], last, stderr)
 	case <-time.After(readyTimeout):
-		t.Fatalf("mcpx-fixtures printed no url line within %s\nstderr:\n%s", readyTimeout, stderr)
+		t.Fatalf("mcpx-fixtures %s printed no %s: line within %s\nstderr:\n%s", args[0], last, readyTimeout, stderr)
 	}
-	return ""
+	return nil
 }
 
 // freeAddr reserves a loopback port and releases it for a child to use.

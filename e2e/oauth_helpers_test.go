@@ -1,20 +1,14 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
@@ -31,53 +25,8 @@ type authFixture struct {
 // its ready lines.
 func startAuthFixture(t *testing.T, args ...string) authFixture {
 	t.Helper()
-	cmd := exec.Command(fixturesBin, append([]string{"authserver", "--mcp"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("fixture stdout: %v", err)
-	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting mcpx-fixtures authserver: %v", err)
-	}
-	done := make(chan struct{})
-	ready := make(chan authFixture, 1)
-	go func() {
-		var fx authFixture
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			if u, ok := strings.CutPrefix(line, "url: "); ok {
-				fx.AS = u
-			}
-			if u, ok := strings.CutPrefix(line, "mcp: "); ok {
-				fx.MCP = u
-				ready <- fx
-			}
-		}
-		_ = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("mcpx-fixtures authserver ignored SIGTERM; killing it")
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	select {
-	case fx := <-ready:
-		return fx
-	case <-done:
-		t.Fatalf("mcpx-fixtures authserver exited before its ready lines\nstderr:\n%s", stderr)
-	case <-time.After(readyTimeout):
-		t.Fatalf("mcpx-fixtures authserver printed no mcp: line within %s\nstderr:\n%s", readyTimeout, stderr)
-	}
-	return authFixture{}
+	lines := runFixtures(t, "mcp", append([]string{"authserver", "--mcp"}, args...)...)
+	return authFixture{AS: lines["url"], MCP: lines["mcp"]}
 }
 
 // asStats are the authorization server fixture's counters.
@@ -112,62 +61,13 @@ func (f authFixture) stats(t *testing.T) asStats {
 type oauthEnv struct {
 	*env
 	browser string
-	outputs []string
 }
 
 func newOAuthEnv(t *testing.T) *oauthEnv {
 	t.Helper()
-	return &oauthEnv{env: newEnv(t), browser: shellQuote(conformanceAdapter(t)) + " --browse"}
-}
-
-// run runs mcpx with the env's globals and BROWSER set.
-func (o *oauthEnv) run(args ...string) result {
-	o.t.Helper()
-	args = append(o.globals(), args...)
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mcpxBin, args...)
-	cmd.Env = append(o.environ(), "BROWSER="+o.browser)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		o.t.Fatalf("running mcpx %s: %v", strings.Join(args, " "), err)
-	}
-	if ctx.Err() != nil {
-		o.t.Fatalf("mcpx %s did not finish within %s\n%s", strings.Join(args, " "), runTimeout, r)
-	}
-	o.outputs = append(o.outputs, r.stdout, r.stderr)
-	return r
-}
-
-func (o *oauthEnv) mustRun(args ...string) result {
-	o.t.Helper()
-	r := o.run(args...)
-	if r.code != 0 {
-		o.t.Fatalf("want exit 0:\n%s", r)
-	}
-	return r
-}
-
-// runJSON runs mcpx ... -o json, wants exit code want and decodes stdout.
-func (o *oauthEnv) runJSON(want int, v any, args ...string) result {
-	o.t.Helper()
-	r := o.run(append(args, "-o", "json")...)
-	if r.code != want {
-		o.t.Fatalf("want exit %d:\n%s", want, r)
-	}
-	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
-		o.t.Fatalf("decoding the JSON output: %v\n%s", err, r)
-	}
-	return r
+	o := &oauthEnv{env: newEnv(t), browser: shellQuote(conformanceAdapter(t)) + " --browse"}
+	o.extraEnv = append(o.extraEnv, "BROWSER="+o.browser)
+	return o
 }
 
 // up starts proxyd in the background with debug logging (proxyd.log in

@@ -1,92 +1,51 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/fixtures/oidcprovider"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
-const oidcProviderRel = "node_modules/oidc-provider/lib/index.js"
-
 // oidcProvider is node-oidc-provider run from tools/peers.
 type oidcProvider struct {
+	*oidcprovider.Provider
 	issuer             string
 	rsID, rsSecret     string // the MCP server's introspection client
 	introspectEndpoint string
 }
 
-// startOIDCProvider runs e2e/testdata/oidc-provider.mjs on a loopback
-// port; skipped without the peers unless MCPX_REQUIRE_PEERS=1.
+// startOIDCProvider runs the provider on a loopback port; skipped without
+// the peers unless MCPX_REQUIRE_PEERS=1.
 func startOIDCProvider(t *testing.T) *oidcProvider {
 	t.Helper()
 	peers := peersDir(t)
-	if _, err := os.Stat(filepath.Join(peers, oidcProviderRel)); err != nil {
+	if m := oidcprovider.Missing(peers); m != "" {
 		if os.Getenv("MCPX_REQUIRE_PEERS") == "1" {
-			t.Fatalf("oidc-provider missing under %s: %v (run 'make peers')", peers, err)
+			t.Fatalf("%s missing (run 'make peers')", m)
 		}
-		t.Skipf("oidc-provider missing under %s: %v", peers, err)
+		t.Skipf("%s missing", m)
 	}
 	p := &oidcProvider{rsID: "mcp-resource-server", rsSecret: "rs-" + randHex(t, 16)}
-	port := strings.TrimPrefix(freeAddr(t), "127.0.0.1:")
-	cmd := exec.Command(filepath.Join(peers, nodeRel), "testdata/oidc-provider.mjs", port)
-	cmd.Env = append(os.Environ(),
-		"OIDC_PROVIDER_MODULE="+filepath.Join(peers, oidcProviderRel),
-		"RS_CLIENT_ID="+p.rsID, "RS_CLIENT_SECRET="+p.rsSecret)
-	stdout, err := cmd.StdoutPipe()
+	prov, err := oidcprovider.Start(oidcprovider.Options{PeersDir: peers, RSClientID: p.rsID, RSClientSecret: p.rsSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting oidc-provider: %v", err)
-	}
-	done := make(chan struct{})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var v struct {
-				Issuer string `json:"issuer"`
-			}
-			if json.Unmarshal(sc.Bytes(), &v) == nil && v.Issuer != "" {
-				ready <- v.Issuer
-			}
-		}
-		_ = cmd.Wait()
-		close(done)
-	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		_ = prov.Close()
 		if t.Failed() {
-			t.Logf("oidc-provider stderr:\n%s", stderr)
+			t.Logf("oidc-provider stderr:\n%s", prov.Stderr())
 		}
 	})
-	select {
-	case p.issuer = <-ready:
-	case <-done:
-		t.Fatalf("oidc-provider exited before it was ready\nstderr:\n%s", stderr)
-	case <-time.After(readyTimeout):
-		t.Fatalf("oidc-provider not ready within %s\nstderr:\n%s", readyTimeout, stderr)
-	}
+	p.Provider, p.issuer = prov, prov.Issuer
 	var md struct {
 		Introspection string `json:"introspection_endpoint"`
 	}
@@ -101,11 +60,11 @@ func startOIDCProvider(t *testing.T) *oidcProvider {
 // tokenRequests is the provider's count of POST /token.
 func (p *oidcProvider) tokenRequests(t *testing.T) int {
 	t.Helper()
-	var v struct {
-		N int `json:"token_requests"`
+	n, err := p.TokenRequests()
+	if err != nil {
+		t.Fatal(err)
 	}
-	getJSON(t, p.issuer+"/_test/stats", &v)
-	return v.N
+	return n
 }
 
 // active asks the provider whether an access token is valid (RFC 7662),

@@ -28,7 +28,8 @@ type auth struct {
 	hc    *http.Client // the OAuth client: redirect policy, timeouts
 
 	mu       sync.RWMutex
-	signedIn map[string]bool // server key → a token is stored
+	signedIn map[string]bool   // server key → a token is stored
+	keys     map[string]string // server name → server key (HTTP servers)
 }
 
 func (d *Daemon) initAuth() {
@@ -39,6 +40,7 @@ func (d *Daemon) initAuth() {
 		store:    st,
 		hc:       discovery.NewHTTPClient(nil, 30*time.Second),
 		signedIn: map[string]bool{},
+		keys:     map[string]string{},
 	}
 	d.auth.coord = oauth.NewCoordinator(st, oauth.CoordinatorOptions{
 		Logger:  d.log,
@@ -74,11 +76,18 @@ func configuredClient(s config.Server) *oauth.Client {
 func (d *Daemon) registerGrants(servers []config.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	keys := map[string]string{}
+	defer func() {
+		d.auth.mu.Lock()
+		d.auth.keys = keys
+		d.auth.mu.Unlock()
+	}()
 	for _, s := range servers {
 		if s.URL == "" {
 			continue
 		}
 		key := serverKey(s)
+		keys[s.Name] = key
 		d.auth.coord.Register(key, oauth.GrantSource{
 			Server:        s.Name,
 			TokenEndpoint: d.tokenEndpoint(s),
@@ -97,6 +106,15 @@ func (a *auth) isSignedIn(key string) bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.signedIn[key]
+}
+
+// grantOf is the key of the server's grant when one is stored: a map
+// lookup, cheap enough for every call.
+func (a *auth) grantOf(server string) (string, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	key, ok := a.keys[server]
+	return key, ok && a.signedIn[key]
 }
 
 func (a *auth) setSignedIn(key string, v bool) {

