@@ -251,6 +251,16 @@ func (d *Discoverer) Discover(ctx context.Context, serverURL string, ch *Challen
 	d.mu.Unlock()
 
 	sfKey := fmt.Sprintf("%s\x00%d\x00%s", key, epoch, hint)
+	return d.shared(ctx, sfKey, key, su, serverURL, epoch, hint, ch, configuredScopes, func(fctx context.Context) (*docs, error) {
+		return d.fetch(fctx, su, hint, ov)
+	})
+}
+
+// shared runs fetch once for every concurrent caller of sfKey, on a
+// context detached from any one caller, caches what it found under key,
+// and shapes the result for this caller.
+func (d *Discoverer) shared(ctx context.Context, sfKey, key string, su *url.URL, serverURL string, epoch uint64, hint string,
+	ch *Challenge, configuredScopes []string, fetch func(context.Context) (*docs, error)) (*Result, error) {
 	resCh := d.sf.DoChan(sfKey, func() (any, error) {
 		// A flight that finished between our cache miss and this one
 		// starting has already stored its result.
@@ -259,7 +269,7 @@ func (d *Discoverer) Discover(ctx context.Context, serverURL string, ch *Challen
 		}
 		fctx, cancel := context.WithTimeout(detach(ctx), d.fetchTimeout)
 		defer cancel()
-		dc, ferr := d.fetch(fctx, su, hint, ov)
+		dc, ferr := fetch(fctx)
 		d.store(key, serverURL, epoch, hint, dc, ferr)
 		return dc, ferr
 	})

@@ -54,24 +54,8 @@ func (d *Discoverer) DiscoverLegacy(ctx context.Context, serverURL string, ch *C
 	d.mu.Lock()
 	epoch := d.epochs[serverURL]
 	d.mu.Unlock()
-	resCh := d.sf.DoChan(fmt.Sprintf("%s\x00%d", key, epoch), func() (any, error) {
-		fctx, cancel := context.WithTimeout(detach(ctx), d.fetchTimeout)
-		defer cancel()
-		dc, ferr := d.fetchLegacy(fctx, su)
-		d.store(key, serverURL, epoch, "", dc, ferr)
-		return dc, ferr
-	})
-	select {
-	case <-ctx.Done():
-		return nil, fmt.Errorf("oauth discovery of %s: %w", redactURL(su), ctx.Err())
-	case r := <-resCh:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		dc := r.Val.(*docs)
-		d.warnOnce(serverURL, dc)
-		return d.result(dc, ch, configuredScopes, false), nil
-	}
+	return d.shared(ctx, fmt.Sprintf("%s\x00%d", key, epoch), key, su, serverURL, epoch, "", ch, configuredScopes,
+		func(fctx context.Context) (*docs, error) { return d.fetchLegacy(fctx, su) })
 }
 
 func (d *Discoverer) fetchLegacy(ctx context.Context, su *url.URL) (*docs, error) {
