@@ -48,7 +48,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'Ingest|FilteredQuery|RecordingOverhead' ./proxyd/activity/
 	$(GO) test -run '^$$' -bench ProbeVsMinimal -benchtime 20x ./probe/
 	$(GO) test -run '^$$' -bench ExpiredTokenThousandCallers -benchtime 20x ./proxyd/oauth/
-	$(GO) test -run '^$$' -bench ForgottenSession100 -benchtime 50x ./proxyd/upstream/
+	$(GO) test -run '^$$' -bench ForgottenSession100 -benchtime 100x ./proxyd/upstream/
 
 completions: build
 	$(BIN)/mcpx completion bash > completions/mcpx.bash

@@ -91,9 +91,9 @@ type Conn struct {
 	sid string
 	hc  *http.Client
 
-	// gate: calls hold the read side while they run, a session
-	// re-initialisation the write side (see session.go).
-	gate    sync.RWMutex
+	// barrier is set while a session re-initialisation runs: new attempts
+	// wait for it to close (see session.go).
+	barrier atomic.Pointer[chan struct{}]
 	flights singleflight.Group
 	forged  atomic.Pointer[forgedSession]
 

@@ -26,10 +26,14 @@ import (
 // An upstream that restarts or expires a session answers 404 to the
 // session id proxyd holds (some answer 400, see deviationMessage). The
 // first caller to see that starts one re-initialisation keyed by the stale
-// session id; everyone who saw the same id shares it. Calls hold the read
-// side of Conn.gate while they run and the re-initialisation holds the
-// write side, so no request goes out while the session is being
-// established and mcp-go's client fields are never written under a call.
+// session id; everyone who saw the same id shares it. While it runs, new
+// attempts wait at Conn.barrier, so nothing goes out on the session being
+// established before its initialized notification. It does not wait for
+// calls still in flight on the stale session: their 404s arrive while the
+// new session is set up, and they join the flight or find it done. The
+// handshake goes through the transport directly, so mcp-go's client fields
+// (protocol version, capabilities), which calls read, are never written
+// under a call.
 
 // sessionHeader is the legacy-era session header.
 const sessionHeader = "Mcp-Session-Id"
@@ -258,11 +262,12 @@ func (c *Conn) Sessionful() (bool, string) {
 	return true, ""
 }
 
-// attempt runs fn once on the live client, holding the read side of the
-// gate, and reports the session id it ran on.
+// attempt runs fn once on the live client, after any re-initialisation in
+// progress, and reports the session id it ran on.
 func (c *Conn) attempt(ctx context.Context, fn func(context.Context, *client.Client) error) (string, *attemptTrace, error) {
-	c.gate.RLock()
-	defer c.gate.RUnlock()
+	if err := c.waitBarrier(ctx); err != nil {
+		return "", nil, err
+	}
 	cl, err := c.client()
 	if err != nil {
 		return "", nil, err
@@ -270,6 +275,20 @@ func (c *Conn) attempt(ctx context.Context, fn func(context.Context, *client.Cli
 	sid := c.SessionID()
 	ctx, tr := withTrace(ctx)
 	return sid, tr, fn(ctx, cl)
+}
+
+// waitBarrier waits while a session re-initialisation is in progress.
+func (c *Conn) waitBarrier(ctx context.Context) error {
+	b := c.barrier.Load()
+	if b == nil {
+		return nil
+	}
+	select {
+	case <-*b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // lostSession tells a forgotten session from other failures of an attempt.
@@ -356,9 +375,11 @@ func (c *Conn) reestablish(ctx context.Context, stale string, deviation bool) er
 // runs on the connection's context, not a caller's, so one caller giving
 // up does not fail the others.
 func (c *Conn) reinit(stale string, deviation bool) error {
-	c.gate.Lock()
-	changed, err := c.reinitLocked(stale, deviation)
-	c.gate.Unlock()
+	done := make(chan struct{})
+	c.barrier.Store(&done)
+	changed, err := c.reinitialize(stale, deviation)
+	c.barrier.Store(nil)
+	close(done)
 	if err != nil {
 		c.opts.logger().Warn("upstream session re-initialisation failed", "server", c.name,
 			"old_session", prefix(stale), "err", err)
@@ -375,9 +396,9 @@ func (c *Conn) reinit(stale string, deviation bool) error {
 	return nil
 }
 
-func (c *Conn) reinitLocked(stale string, deviation bool) (toolsChanged bool, err error) {
+func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, err error) {
 	c.mu.RLock()
-	cur, cl, oldTools := c.sid, c.cl, c.tools
+	cur, cl, oldTools, version := c.sid, c.cl, c.tools, c.version
 	c.mu.RUnlock()
 	if cur != stale {
 		// Re-established (or reconnected) since this caller's attempt.
@@ -391,7 +412,7 @@ func (c *Conn) reinitLocked(stale string, deviation bool) (toolsChanged bool, er
 	}
 	ctx, cancel := context.WithTimeout(context.WithValue(c.ctx, staleKey{}, stale), connectTimeout)
 	defer cancel()
-	res, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: c.clientInfo()}})
+	res, err := handshake(ctx, cl, version, c.clientInfo())
 	if err != nil {
 		return false, fmt.Errorf("initialize: %w", err)
 	}
@@ -403,7 +424,7 @@ func (c *Conn) reinitLocked(stale string, deviation bool) (toolsChanged bool, er
 	c.forged.Store(nil)
 	c.mu.Lock()
 	c.sid = newID
-	c.version = cl.ProtocolVersion()
+	c.version = res.ProtocolVersion
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
 	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
@@ -413,6 +434,50 @@ func (c *Conn) reinitLocked(stale string, deviation bool) (toolsChanged bool, er
 	c.opts.logger().Info("upstream session re-established", "server", c.name,
 		"old_session", prefix(stale), "new_session", prefix(newID), "reinits", n, "tools_changed", toolsChanged)
 	return toolsChanged, nil
+}
+
+// handshake runs the legacy initialize/initialized exchange on cl's
+// transport, asking for the version the connection already speaks. Going
+// around mcp-go's Client.Initialize keeps the client's fields untouched
+// while other goroutines send on it.
+func handshake(ctx context.Context, cl *client.Client, version string, info mcp.Implementation) (*mcp.InitializeResult, error) {
+	tr := cl.GetTransport()
+	resp, err := tr.SendRequest(ctx, transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      mcp.NewRequestId(fmt.Sprintf("mcpx-%d", rawIDs.Add(1))),
+		Method:  string(mcp.MethodInitialize),
+		Params: mcp.InitializeParams{
+			ProtocolVersion: version,
+			ClientInfo:      info,
+			Capabilities:    cl.GetClientCapabilities(),
+		},
+	})
+	if err != nil {
+		return nil, transport.NewError(err)
+	}
+	if resp.Error != nil {
+		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}
+	}
+	var res mcp.InitializeResult
+	if err := json.Unmarshal(resp.Result, &res); err != nil {
+		return nil, fmt.Errorf("decoding the initialize result: %w", err)
+	}
+	if !mcp.IsValidProtocolVersion(res.ProtocolVersion) || mcp.IsModernProtocol(res.ProtocolVersion) {
+		return nil, fmt.Errorf("server answered protocol version %q to a re-initialisation in %s", res.ProtocolVersion, version)
+	}
+	if res.ProtocolVersion != version {
+		if hc, ok := tr.(transport.HTTPConnection); ok {
+			hc.SetProtocolVersion(res.ProtocolVersion)
+		}
+	}
+	err = tr.SendNotification(ctx, mcp.JSONRPCNotification{
+		JSONRPC:      mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: string(mcp.MethodNotificationInitialized)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sending the initialized notification: %w", err)
+	}
+	return &res, nil
 }
 
 // sameTools compares two tool lists by name and definition hash.
@@ -495,8 +560,9 @@ func (c *Conn) EndSession(ctx context.Context) (string, error) {
 	if ok, why := c.Sessionful(); !ok {
 		return "", errors.New(why)
 	}
-	c.gate.RLock()
-	defer c.gate.RUnlock()
+	if err := c.waitBarrier(ctx); err != nil {
+		return "", err
+	}
 	c.mu.RLock()
 	sid, hc, version := c.sid, c.hc, c.version
 	c.mu.RUnlock()
