@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -133,8 +134,8 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 }
 
 func validArgs(b json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return string(b) == "null" || json.Unmarshal(b, &m) == nil
+	b = bytes.TrimSpace(b)
+	return string(b) == "null" || len(b) > 0 && b[0] == '{' && json.Valid(b)
 }
 
 func toolErrorText(r *mcp.CallToolResult) string {

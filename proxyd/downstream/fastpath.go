@@ -22,6 +22,12 @@ type RawCaller interface {
 // library's path.
 const maxFastBody = 1 << 20
 
+// callMeta is what the fast path reads of a tools/call's _meta.
+type callMeta struct {
+	ProgressToken   json.RawMessage `json:"progressToken"`
+	ProtocolVersion json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"` // mcp.MetaKeyProtocolVersion
+}
+
 type route struct {
 	server, tool string
 	modern       bool // the upstream speaks the modern era
@@ -72,20 +78,20 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
 		Params  struct {
-			Name      string                     `json:"name"`
-			Arguments json.RawMessage            `json:"arguments"`
-			Meta      map[string]json.RawMessage `json:"_meta"`
-			Task      json.RawMessage            `json:"task"`
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+			Meta      callMeta        `json:"_meta"`
+			Task      json.RawMessage `json:"task"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != string(mcp.MethodToolsCall) ||
 		len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")) || len(msg.Params.Task) > 0 {
 		return false
 	}
-	if _, progress := msg.Params.Meta["progressToken"]; progress {
+	if len(msg.Params.Meta.ProgressToken) > 0 {
 		return false // the library relays progress notifications
 	}
-	if _, hasVersion := msg.Params.Meta[mcp.MetaKeyProtocolVersion]; hasVersion && !modern {
+	if len(msg.Params.Meta.ProtocolVersion) > 0 && !modern {
 		return false // the era comes from _meta too: the library reconciles it with the header
 	}
 	meta := CallMeta{Client: "session:" + prefix(sid)}
@@ -95,7 +101,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		// are mirrored into headers. Anything off goes to the library,
 		// which answers with the precise error.
 		var metaVersion string
-		if json.Unmarshal(msg.Params.Meta[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion != version ||
+		if json.Unmarshal(msg.Params.Meta.ProtocolVersion, &metaVersion) != nil || metaVersion != version ||
 			r.Header.Get("Mcp-Method") != string(mcp.MethodToolsCall) || r.Header.Get("Mcp-Name") != msg.Params.Name {
 			return false
 		}

@@ -78,6 +78,7 @@ type Conn struct {
 	cl         *client.Client
 	era        string
 	version    string
+	wire       wire // what each raw request carries, for cl
 	serverInfo mcp.Implementation
 	caps       mcp.ServerCapabilities
 	tools      []Tool
@@ -349,7 +350,15 @@ func (c *Conn) connect() (time.Duration, error) {
 		c.legacySeen.Store(true)
 		return c.connect()
 	}
-	lists, err := c.fetchLists(ctx, cl, res.Capabilities)
+	// Read the client's fields before publishing it: once it is live, a
+	// session re-initialisation may write them.
+	version := cl.ProtocolVersion()
+	w, err := newWire(cl, version, c.clientInfo())
+	if err != nil {
+		_ = cl.Close()
+		return 0, err
+	}
+	lists, err := c.fetchLists(ctx, cl, w, res.Capabilities)
 	if err != nil {
 		_ = cl.Close()
 		return ra.get(), err
@@ -360,14 +369,12 @@ func (c *Conn) connect() (time.Duration, error) {
 			c.opts.logger().Debug("subscriptions/listen not available", "server", c.name, "err", err)
 		}
 	}
-	// Read the client's fields before publishing it: once it is live, a
-	// session re-initialisation may write them.
-	version := cl.ProtocolVersion()
 	c.mu.Lock()
 	c.cl = cl
 	c.sid = cl.GetSessionId()
 	c.era = era
 	c.version = version
+	c.wire = w
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
 	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
@@ -385,11 +392,11 @@ type lists struct {
 	templates []mcp.ResourceTemplate
 }
 
-func (c *Conn) fetchLists(ctx context.Context, cl *client.Client, caps mcp.ServerCapabilities) (lists, error) {
+func (c *Conn) fetchLists(ctx context.Context, cl *client.Client, w wire, caps mcp.ServerCapabilities) (lists, error) {
 	var l lists
 	var err error
 	if caps.Tools != nil {
-		if l.tools, err = listToolsRaw(ctx, cl, c.clientInfo()); err != nil {
+		if l.tools, err = listToolsRaw(ctx, cl, w); err != nil {
 			return l, fmt.Errorf("tools/list: %w", err)
 		}
 	}
@@ -427,10 +434,10 @@ func (c *Conn) refreshLists() {
 	var l lists
 	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
 		c.mu.RLock()
-		caps := c.caps
+		caps, w := c.caps, c.wire
 		c.mu.RUnlock()
 		var err error
-		l, err = c.fetchLists(ctx, cl, caps)
+		l, err = c.fetchLists(ctx, cl, w, caps)
 		return err
 	})
 	if err != nil {
@@ -539,15 +546,18 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	c.inflight.Add(1)
 	c.mu.Unlock()
 	defer c.inflight.Done()
-	params := map[string]any{"name": name}
-	if len(args) > 0 && string(args) != "null" {
-		params["arguments"] = json.RawMessage(args)
+	params, err := callParams(name, args)
+	if err != nil {
+		return nil, err
 	}
 	before, known := c.Tool(name)
 	var raw json.RawMessage
-	err := c.withSession(ctx, c.callRule(before, known), func(ctx context.Context, cl *client.Client) error {
+	err = c.withSession(ctx, c.callRule(before, known), func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		w := c.wire
+		c.mu.RUnlock()
 		var err error
-		raw, err = rawRequest(ctx, cl, c.clientInfo(), string(mcp.MethodToolsCall), params)
+		raw, err = rawRequest(ctx, cl, w, string(mcp.MethodToolsCall), name, params)
 		return err
 	})
 	var sr *SessionReestablishedError

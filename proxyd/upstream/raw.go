@@ -1,12 +1,14 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -30,45 +32,60 @@ func (e *RPCError) Error() string {
 	return fmt.Sprintf("upstream answered JSON-RPC error %d: %s", e.Code, e.Message)
 }
 
-// rawRequest sends method/params on cl's transport and returns the raw
-// result. In the modern era it adds what the library adds to every request
-// (protocol metadata in _meta, Mcp-Method/Mcp-Name headers).
-func rawRequest(ctx context.Context, cl *client.Client, clientInfo mcp.Implementation, method string, params map[string]any) (json.RawMessage, error) {
-	var header http.Header
-	if v := cl.ProtocolVersion(); mcp.IsModernProtocol(v) {
-		if params == nil {
-			params = map[string]any{}
-		}
-		meta, _ := params["_meta"].(map[string]any)
-		if meta == nil {
-			meta = map[string]any{}
-		}
-		meta[mcp.MetaKeyProtocolVersion] = v
-		meta[mcp.MetaKeyClientCapabilities] = cl.GetClientCapabilities()
-		meta[mcp.MetaKeyClientInfo] = clientInfo
-		params["_meta"] = meta
-		encoded, err := json.Marshal(params)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s params: %w", method, err)
-		}
-		if std := mcp.StandardHeaders(v, mcp.MCPMethod(method), encoded); len(std) > 0 {
-			header = http.Header{}
-			for k, val := range std {
-				header.Set(k, val)
+// The standard headers, in canonical form.
+var (
+	headerMethod = http.CanonicalHeaderKey(mcp.HeaderMethod)
+	headerName   = http.CanonicalHeaderKey(mcp.HeaderName)
+)
+
+// wire is what every request on one connection carries besides its own
+// params: the negotiated protocol version and, in the modern era, the
+// _meta the library adds to every request (protocol version, client
+// capabilities, client info), encoded once per connection.
+type wire struct {
+	version string
+	meta    json.RawMessage
+}
+
+func newWire(cl *client.Client, version string, info mcp.Implementation) (wire, error) {
+	w := wire{version: version}
+	if !mcp.IsModernProtocol(version) {
+		return w, nil
+	}
+	meta, err := json.Marshal(map[string]any{
+		mcp.MetaKeyProtocolVersion:    version,
+		mcp.MetaKeyClientCapabilities: cl.GetClientCapabilities(),
+		mcp.MetaKeyClientInfo:         info,
+	})
+	if err != nil {
+		return w, fmt.Errorf("encoding request _meta: %w", err)
+	}
+	w.meta = meta
+	return w, nil
+}
+
+// rawRequest sends method with params (a JSON object proxyd built, without
+// _meta, or nil) on cl's transport and returns the raw result. name is the
+// tool of a tools/call (unused for other methods). In the
+// modern era it adds what the library adds to every request (_meta, the
+// Mcp-Method and Mcp-Name headers).
+func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name string, params json.RawMessage) (json.RawMessage, error) {
+	req := transport.JSONRPCRequest{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		ID:      mcp.NewRequestId("mcpx-" + strconv.FormatInt(rawIDs.Add(1), 10)),
+		Method:  method,
+	}
+	if w.meta != nil {
+		params = withMeta(params, w.meta)
+		if mcp.RequiresStandardHeaders(w.version) {
+			req.Header = http.Header{headerMethod: {method}}
+			if v, ok := mcp.EncodeHeaderValue(name); method == string(mcp.MethodToolsCall) && ok {
+				req.Header[headerName] = []string{v}
 			}
 		}
 	}
-	req := transport.JSONRPCRequest{
-		JSONRPC: mcp.JSONRPC_VERSION,
-		ID:      mcp.NewRequestId(fmt.Sprintf("mcpx-%d", rawIDs.Add(1))),
-		Method:  method,
-		Params:  params,
-		Header:  header,
-	}
-	var p any = params
-	if params == nil {
-		p = nil
-		req.Params = p
+	if params != nil {
+		req.Params = params
 	}
 	resp, err := cl.GetTransport().SendRequest(ctx, req)
 	if err != nil {
@@ -78,6 +95,39 @@ func rawRequest(ctx context.Context, cl *client.Client, clientInfo mcp.Implement
 		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}
 	}
 	return resp.Result, nil
+}
+
+// withMeta adds "_meta": meta to the JSON object params (nil: none).
+func withMeta(params, meta json.RawMessage) json.RawMessage {
+	params = bytes.TrimSpace(params)
+	if len(params) < 2 {
+		params = json.RawMessage("{}")
+	}
+	out := make([]byte, 0, len(params)+len(meta)+10)
+	out = append(out, params[:len(params)-1]...)
+	if len(bytes.TrimSpace(params[1:len(params)-1])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"_meta":`...)
+	out = append(out, meta...)
+	return append(out, '}')
+}
+
+// callParams encodes the params of a tools/call.
+func callParams(name string, args json.RawMessage) (json.RawMessage, error) {
+	n, err := json.Marshal(name)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the tool name: %w", err)
+	}
+	args = bytes.TrimSpace(args)
+	out := make([]byte, 0, len(n)+len(args)+24)
+	out = append(out, `{"name":`...)
+	out = append(out, n...)
+	if len(args) > 0 && string(args) != "null" {
+		out = append(out, `,"arguments":`...)
+		out = append(out, args...)
+	}
+	return append(out, '}'), nil
 }
 
 func rawData(v any) json.RawMessage {
@@ -116,15 +166,16 @@ func (t Tool) Destructive() bool {
 }
 
 // listToolsRaw pages through tools/list keeping each tool's JSON.
-func listToolsRaw(ctx context.Context, cl *client.Client, info mcp.Implementation) ([]Tool, error) {
+func listToolsRaw(ctx context.Context, cl *client.Client, w wire) ([]Tool, error) {
 	var out []Tool
 	cursor := ""
 	for page := 0; page < 100; page++ {
-		var params map[string]any
+		var params json.RawMessage
 		if cursor != "" {
-			params = map[string]any{"cursor": cursor}
+			c, _ := json.Marshal(cursor)
+			params = json.RawMessage(`{"cursor":` + string(c) + `}`)
 		}
-		res, err := rawRequest(ctx, cl, info, string(mcp.MethodToolsList), params)
+		res, err := rawRequest(ctx, cl, w, string(mcp.MethodToolsList), "", params)
 		if err != nil {
 			return nil, err
 		}

@@ -416,7 +416,8 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	if err != nil {
 		return false, fmt.Errorf("initialize: %w", err)
 	}
-	lists, err := c.fetchLists(ctx, cl, res.Capabilities)
+	w := wire{version: res.ProtocolVersion} // legacy era: no _meta
+	lists, err := c.fetchLists(ctx, cl, w, res.Capabilities)
 	if err != nil {
 		return false, err
 	}
@@ -425,6 +426,7 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	c.mu.Lock()
 	c.sid = newID
 	c.version = res.ProtocolVersion
+	c.wire = w
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
 	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
@@ -529,8 +531,11 @@ func (c *Conn) Ping(ctx context.Context) error {
 func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	var tools []Tool
 	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		w := c.wire
+		c.mu.RUnlock()
 		var err error
-		tools, err = listToolsRaw(ctx, cl, c.clientInfo())
+		tools, err = listToolsRaw(ctx, cl, w)
 		return err
 	})
 	if err != nil {
