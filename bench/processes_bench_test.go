@@ -63,8 +63,8 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 		}
 	}
 	var report strings.Builder
-	fmt.Fprintf(&report, "\nseparate processes, %d calls per measurement, medians of %d\n", callsPerRun, reps)
-	fmt.Fprintf(&report, "%-7s %-3s %-9s %10s %10s %10s %12s %12s\n", "era", "c", "path", "p50", "p99", "calls/s", "added p50", "added p99")
+	fmt.Fprintf(&report, "\nseparate processes; %s\n", methodNote())
+	fmt.Fprint(&report, reportHeader())
 	for _, era := range []string{"legacy", "modern"} {
 		up := startProc(b, "url", filepath.Join(dir, "mcpx-fixtures"), "mcp", "--era", era)
 		rp := startProc(b, "url", filepath.Join(dir, "rproxy"), strings.TrimSuffix(up, "/mcp"))
@@ -92,31 +92,16 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 		}
 		tok, _ := os.ReadFile(filepath.Join(state, "proxyd.token"))
 		auth := map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}
-		legacy := era == "legacy"
+		paths := [3]path{
+			{"direct", up, nil, "echo"},
+			{"rproxy", rp + "/mcp", nil, "echo"},
+			{"proxyd", pURL, auth, "fx__echo"},
+		}
 		for _, c := range []int{1, 16} {
-			var ds, bs, ps []stats
-			for rep := 0; rep < reps; rep++ {
-				ds = append(ds, measure(b, up, nil, "echo", legacy, c))
-				bs = append(bs, measure(b, rp+"/mcp", nil, "echo", legacy, c))
-				ps = append(ps, measure(b, pURL, auth, "fx__echo", legacy, c))
-			}
-			direct, bare, px := median(ds), median(bs), median(ps)
-			for _, row := range []struct {
-				name string
-				s    stats
-			}{{"direct", direct}, {"rproxy", bare}, {"proxyd", px}} {
-				fmt.Fprintf(&report, "%-7s %-3d %-9s %10s %10s %10.0f %12s %12s\n", era, c, row.name,
-					row.s.p50.Round(time.Microsecond), row.s.p99.Round(time.Microsecond), row.s.perSec,
-					(row.s.p50 - direct.p50).Round(time.Microsecond), (row.s.p99 - direct.p99).Round(time.Microsecond))
-			}
-			ratio := func(a, b time.Duration) string {
-				if b <= 0 {
-					return "n/a"
-				}
-				return fmt.Sprintf("%.2fx", float64(a)/float64(b))
-			}
-			fmt.Fprintf(&report, "  => added latency vs reverse proxy: p50 %s, p99 %s (target <= 1.25x); throughput %.0f%% of reverse proxy (target >= 90%% at 16 clients)\n",
-				ratio(px.p50-direct.p50, bare.p50-direct.p50), ratio(px.p99-direct.p99, bare.p99-direct.p99), 100*px.perSec/bare.perSec)
+			r := compare(b, &report, era, c, paths)
+			b.ReportMetric(r.p50, fmt.Sprintf("%s-c%d-added-p50-ratio", era, c))
+			b.ReportMetric(r.p99, fmt.Sprintf("%s-c%d-added-p99-ratio", era, c))
+			b.ReportMetric(r.tput, fmt.Sprintf("%s-c%d-tput-ratio", era, c))
 		}
 		_ = pd.Process.Signal(os.Interrupt)
 		_ = pd.Wait()
