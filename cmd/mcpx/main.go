@@ -6,8 +6,10 @@ import (
 	"os"
 
 	"github.com/mcpx-dev/mcpx/commands"
+	"github.com/mcpx-dev/mcpx/internal/startup"
 )
 
 func main() {
+	startup.Done()
 	os.Exit(commands.Main())
 }

@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The collector is off while packages initialise (internal/startup) so
+// that short commands do not pay for a collection before main. Its init
+// must come before the heavy ones: any package init allocating a megabyte
+// or more (today the JSON Schema library mcp-go's server pulls in).
+func TestCollectorOffBeforeHeavyInits(t *testing.T) {
+	cmd := exec.Command(mcpxBin, "--version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mcpx --version: %v\n%s", err, out)
+	}
+	const heavy = 1 << 20
+	seen, heavies := false, 0
+	for _, line := range strings.Split(string(out), "\n") {
+		// init PKG @T ms, C ms clock, B bytes, N allocs
+		f := strings.Fields(line)
+		if len(f) < 9 || f[0] != "init" {
+			continue
+		}
+		if strings.HasSuffix(f[1], "/internal/startup") {
+			seen = true
+			continue
+		}
+		if n, _ := strconv.Atoi(f[7]); n >= heavy {
+			heavies++
+			if !seen {
+				t.Errorf("%s allocates %d bytes at init before internal/startup turned the collector off", f[1], n)
+			}
+		}
+	}
+	if !seen {
+		t.Fatalf("no init of internal/startup in the trace:\n%s", out)
+	}
+	t.Logf("%d heavy package inits, all after internal/startup", heavies)
+}
