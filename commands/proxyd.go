@@ -1,12 +1,12 @@
 package commands
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -42,6 +42,7 @@ func runProxyd(c *cli.Context) error {
 	if c.String("log-format") == "json" {
 		h = slog.NewJSONHandler(c.App.ErrWriter, hopts)
 	}
+	tuneCollector()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := proxyd.Run(ctx, proxyd.Options{
@@ -58,6 +59,25 @@ func runProxyd(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxyd: %w", err)
 	}
-	_ = context.Canceled
 	return nil
+}
+
+// The daemon's collector settings where the environment sets none.
+// proxyd's live heap is a few megabytes, so Go's default (GOGC=100)
+// collects after every few megabytes of per-call garbage, taking CPU from
+// the calls in flight; at 400 it collects a quarter as often, for some
+// tens of megabytes more under load. The memory limit keeps a large live
+// heap from being multiplied by five.
+const (
+	daemonGCPercent   = 400
+	daemonMemoryLimit = 512 << 20
+)
+
+func tuneCollector() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(daemonGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(daemonMemoryLimit)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,6 +261,24 @@ func (p *proxydProc) exited() bool {
 	default:
 		return false
 	}
+}
+
+// metrics returns proxyd's /v1/metrics text.
+func (e *env) metrics() string {
+	e.t.Helper()
+	var b strings.Builder
+	c := api.NewClient(e.Socket, "e2e")
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	err := c.Stream(ctx, http.MethodGet, "/v1/metrics", nil, func(line []byte) error {
+		b.Write(line)
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		e.t.Fatalf("reading /v1/metrics: %v", err)
+	}
+	return b.String()
 }
 
 // startProxyd starts `mcpx proxyd` in the foreground as a child and waits

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -93,24 +92,6 @@ func (o *oauthEnv) waitReady(name string) {
 		}
 		return false, fmt.Sprintf("no server %q", name)
 	})
-}
-
-// metrics returns proxyd's /v1/metrics text.
-func (o *oauthEnv) metrics() string {
-	o.t.Helper()
-	var b strings.Builder
-	c := api.NewClient(o.Socket, "e2e")
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	err := c.Stream(ctx, http.MethodGet, "/v1/metrics", nil, func(line []byte) error {
-		b.Write(line)
-		b.WriteByte('\n')
-		return nil
-	})
-	if err != nil {
-		o.t.Fatalf("reading /v1/metrics: %v", err)
-	}
-	return b.String()
 }
 
 // proxydLog returns proxyd.log from the state dir.
