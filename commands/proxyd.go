@@ -22,6 +22,9 @@ systemd, launchd, a container or a test; 'mcpx up' runs it in the
 background instead. On a signal it drains in-flight calls, closes the
 upstreams, flushes state and removes the socket.
 
+Its garbage collector runs at GOGC=400 with GOMEMLIMIT=512MiB (fewer
+collections on the request path); set either variable to override.
+
 Examples:
    mcpx proxyd
    mcpx proxyd --log-level debug --socket /tmp/mcpx.sock`,
