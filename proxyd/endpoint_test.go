@@ -232,3 +232,58 @@ func TestEndpointFastPath(t *testing.T) {
 		t.Fatalf("unknown tool record %+v", r)
 	}
 }
+
+// A tool with an x-mcp-header parameter, called by a modern-era client:
+// the Mcp-Param-* header the client sends is checked against the body (the
+// fast path steps aside for the library), and proxyd sends the upstream
+// its own.
+func TestEndpointParamHeaders(t *testing.T) {
+	fx, td := withFixture(t, mcpserver.EraModern)
+	url, token := endpoint(t, td)
+	dial := func(extra map[string]string) *client.Client {
+		t.Helper()
+		h := map[string]string{"Authorization": "Bearer " + token}
+		for k, v := range extra {
+			h[k] = v
+		}
+		tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := client.NewClient(tr)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := cl.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "t", Version: "1"}}}); err != nil {
+			t.Fatal(err)
+		}
+		// The client mirrors x-mcp-header parameters of tools it has listed.
+		if _, err := cl.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	call := func(cl *client.Client) (*mcp.CallToolResult, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		return cl.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "fx__region_echo",
+			Arguments: map[string]any{"region": "eu-west", "text": "hi"}}})
+	}
+	res, err := call(dial(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := res.Content[0].(mcp.TextContent); !ok || tc.Text != "eu-west: hi" {
+		t.Fatalf("result %+v", res.Content)
+	}
+	// A header that disagrees with the body is refused, never forwarded.
+	if _, err := call(dial(map[string]string{"Mcp-Param-Region": "elsewhere"})); err == nil {
+		t.Fatal("a mismatched Mcp-Param-Region header was served")
+	}
+	if n := fx.Executions(mcpserver.ToolRegionEcho); n != 1 {
+		t.Fatalf("upstream executed region_echo %d times, want 1", n)
+	}
+}

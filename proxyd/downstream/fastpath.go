@@ -31,6 +31,9 @@ type callMeta struct {
 type route struct {
 	server, tool string
 	modern       bool // the upstream speaks the modern era
+	// paramHeaders: a parameter is annotated with x-mcp-header, whose
+	// Mcp-Param-* header the library checks against the body.
+	paramHeaders bool
 }
 
 // routes maps exposed tool names to upstream tools; replaced whole by Sync.
@@ -117,7 +120,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 	rt, ok := (*t)[msg.Params.Name]
 	// An unknown tool gets the library's error answer; a result crossing
 	// eras gets the library's translation.
-	if !ok || rt.modern != modern {
+	if !ok || rt.modern != modern || modern && rt.paramHeaders {
 		return false
 	}
 	if len(msg.Params.Arguments) > 0 && msg.Params.Arguments[0] != '{' && !bytes.Equal(msg.Params.Arguments, []byte("null")) {

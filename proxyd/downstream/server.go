@@ -136,7 +136,8 @@ func (s *Server) Sync() {
 	for _, u := range ups {
 		for _, t := range u.Tools {
 			exposed := ExposedName(u.Name, t.Name)
-			table[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern}
+			table[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern,
+				paramHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}
 			tool := t
 			tool.Name = exposed
 			b, _ := json.Marshal(tool)

@@ -70,6 +70,13 @@ func newWire(cl *client.Client, version string, info mcp.Implementation) (wire, 
 // modern era it adds what the library adds to every request (_meta, the
 // Mcp-Method and Mcp-Name headers).
 func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name string, params json.RawMessage) (json.RawMessage, error) {
+	return rawRequestFor(ctx, cl, w, method, name, nil, params)
+}
+
+// rawRequestFor is rawRequest for a tools/call of tool, whose parameters
+// annotated with x-mcp-header are mirrored into Mcp-Param-* headers in the
+// modern era, as clients must (SEP-2243).
+func rawRequestFor(ctx context.Context, cl *client.Client, w wire, method, name string, tool *Tool, params json.RawMessage) (json.RawMessage, error) {
 	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      mcp.NewRequestId("mcpx-" + strconv.FormatInt(rawIDs.Add(1), 10)),
@@ -81,6 +88,11 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 			req.Header = http.Header{headerMethod: {method}}
 			if v, ok := mcp.EncodeHeaderValue(name); method == string(mcp.MethodToolsCall) && ok {
 				req.Header[headerName] = []string{v}
+			}
+			if tool != nil && tool.ParamHeaders {
+				for k, v := range mcp.GenerateParamHeaders(&tool.Tool, params) {
+					req.Header.Set(k, v)
+				}
 			}
 		}
 	}
@@ -147,6 +159,8 @@ type Tool struct {
 	mcp.Tool
 	Raw  json.RawMessage
 	Hash string
+	// ParamHeaders: some parameter is annotated with x-mcp-header.
+	ParamHeaders bool
 }
 
 // ReadOnly is the retry-safety rule: readOnlyHint true and not destructive.
@@ -220,5 +234,6 @@ func parseTool(raw json.RawMessage) (Tool, error) {
 		t.RawOutputSchema = schemas.Output
 	}
 	sum := sha256.Sum256(raw)
-	return Tool{Tool: t, Raw: append(json.RawMessage(nil), raw...), Hash: hex.EncodeToString(sum[:8])}, nil
+	return Tool{Tool: t, Raw: append(json.RawMessage(nil), raw...), Hash: hex.EncodeToString(sum[:8]),
+		ParamHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}, nil
 }

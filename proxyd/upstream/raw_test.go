@@ -1,11 +1,17 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 func TestWithMeta(t *testing.T) {
@@ -64,5 +70,31 @@ func TestStandardHeadersMatchLibrary(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%q: headers %v, library %v", name, got, want)
 		}
+	}
+}
+
+// A modern-era server checks that parameters annotated with x-mcp-header
+// arrive as Mcp-Param-* headers too; proxyd mirrors them (SEP-2243).
+func TestParamHeadersMirrored(t *testing.T) {
+	for _, era := range []mcpserver.Era{mcpserver.EraModern, mcpserver.EraLegacy} {
+		t.Run(string(era), func(t *testing.T) {
+			fx := startFixture(t, era)
+			m := newManager(t, config.Server{Name: "fx", URL: fx.URL()})
+			c, _ := m.Get("fx")
+			waitState(t, c, api.StateReady)
+			if tool, ok := c.Tool(mcpserver.ToolRegionEcho); !ok || !tool.ParamHeaders {
+				t.Fatalf("%s: known %v, param headers %v", mcpserver.ToolRegionEcho, ok, tool.ParamHeaders)
+			}
+			for _, region := range []string{"eu-west", "zürich"} {
+				res, err := c.CallTool(context.Background(), mcpserver.ToolRegionEcho,
+					json.RawMessage(fmt.Sprintf(`{"region":%q,"text":"hi"}`, region)))
+				if err != nil {
+					t.Fatalf("region %q: %v", region, err)
+				}
+				if res.IsError || !strings.Contains(string(res.Raw), region+": hi") {
+					t.Fatalf("region %q: result %s", region, res.Raw)
+				}
+			}
+		})
 	}
 }
