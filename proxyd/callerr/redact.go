@@ -17,17 +17,23 @@ const secretKeys = `access_token|refresh_token|id_token|client_secret|code|code_
 const namedSecrets = `access_token|refresh_token|id_token|client_secret|code_verifier|api_key|apikey|password|client_assertion|accesstoken|refreshtoken|idtoken|clientsecret|codeverifier`
 
 var (
-	// JSON fields with string values, raw or inside a JSON-escaped string
-	// (\"access_token\":\"...\"). Numeric values (a JSON-RPC "code") are kept.
-	jsonFieldRE = regexp.MustCompile(`(?i)(\\*"(?:` + secretKeys + `|authorization)\\*"\s*:\s*\\*")([^"\\]+)`)
+	// JSON fields with string values. The value runs to its closing quote,
+	// escapes included (a credential may hold \" or \\), in raw JSON
+	// and in JSON escaped once inside a JSON string (\"access_token\":\"...\");
+	// deeper nesting is cut at the first backslash. Numeric values (a
+	// JSON-RPC "code") are kept.
+	jsonFieldRE        = regexp.MustCompile(`(?i)((?:^|[^\\])"(?:` + secretKeys + `|authorization)"\s*:\s*")((?:[^"\\]|\\.)+)`)
+	jsonEscapedFieldRE = regexp.MustCompile(`(?i)((?:^|[^\\])\\"(?:` + secretKeys + `|authorization)\\"\s*:\s*\\")((?:[^"\\]|\\\\\\"|\\\\\\\\|\\\\[^"\\]|\\[^"\\])+)`)
+	jsonNestedFieldRE  = regexp.MustCompile(`(?i)(\\+"(?:` + secretKeys + `|authorization)\\+"\s*:\s*\\+")([^"\\]+)`)
 	// Query and form parameters, raw or URL-escaped (%3Fcode%3D...).
 	paramRE = regexp.MustCompile(`(?i)((?:^|[^A-Za-z0-9_%]|%[0-9A-Fa-f]{2})(?:` + secretKeys + `)(?:=|%3D))((?:[^&\s"'#%<>\\]|%(?:[013-9A-Fa-f][0-9A-Fa-f]|2[0-57-9A-Fa-f]))+)`)
 	// Authorization header values: an optional scheme and a credential.
 	authHeaderRE = regexp.MustCompile(`(?i)(\bauthorization\s*[:=]\s*)([^\r\n"',;\\]+)`)
 	// Bearer credentials anywhere, with a space, a URL-escaped space or a plus.
 	bearerRE = regexp.MustCompile(`(?i)(\bbearer(?:\s+|%20|\+))([A-Za-z0-9\-._~+/]+=*)`)
-	// Single-quoted fields (Python dict reprs): 'access_token': '...'.
-	quotedFieldRE = regexp.MustCompile(`(?i)('(?:` + namedSecrets + `)'\s*:\s*')([^']+)`)
+	// Single-quoted keys (Python dict reprs): 'access_token': '...', with
+	// the value in either quote and escapes included.
+	quotedFieldRE = regexp.MustCompile(`(?i)('(?:` + namedSecrets + `)'\s*:\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")`)
 	// YAML and log style: access_token: ...
 	looseFieldRE = regexp.MustCompile(`(?i)(\b(?:` + namedSecrets + `)\s*:\s+)([^\s,;'"\\]+)`)
 	// Other credential-bearing headers.
@@ -52,8 +58,14 @@ func Redact(s string) string {
 		return s
 	}
 	s = jsonFieldRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = jsonEscapedFieldRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = jsonNestedFieldRE.ReplaceAllString(s, "${1}"+Redacted)
 	s = paramRE.ReplaceAllString(s, "${1}"+Redacted)
-	s = quotedFieldRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = quotedFieldRE.ReplaceAllStringFunc(s, func(m string) string {
+		sub := quotedFieldRE.FindStringSubmatch(m)
+		q := sub[2][:1]
+		return sub[1] + q + Redacted + q
+	})
 	s = looseFieldRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := looseFieldRE.FindStringSubmatch(m)
 		if sub[2] == Redacted {
