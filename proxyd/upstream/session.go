@@ -375,11 +375,7 @@ func (c *Conn) reestablish(ctx context.Context, stale string, deviation bool) er
 // runs on the connection's context, not a caller's, so one caller giving
 // up does not fail the others.
 func (c *Conn) reinit(stale string, deviation bool) error {
-	done := make(chan struct{})
-	c.barrier.Store(&done)
 	changed, err := c.reinitialize(stale, deviation)
-	c.barrier.Store(nil)
-	close(done)
 	if err != nil {
 		c.opts.logger().Warn("upstream session re-initialisation failed", "server", c.name,
 			"old_session", prefix(stale), "err", err)
@@ -407,6 +403,14 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	if cl == nil {
 		return false, &ErrNotReady{Server: c.name, State: c.Status().State, LastError: c.lastError()}
 	}
+	// Only the flight that re-initialises holds the barrier: one for an
+	// older session returns above without touching it.
+	done := make(chan struct{})
+	c.barrier.Store(&done)
+	defer func() {
+		c.barrier.Store(nil)
+		close(done)
+	}()
 	if deviation {
 		c.opts.logger().Info(DeviationNote, "server", c.name, "old_session", prefix(stale))
 	}
