@@ -27,7 +27,45 @@ func withFixture(t *testing.T, era mcpserver.Era) (*mcpserver.Server, *testDaemo
 	t.Cleanup(func() { fx.Close() })
 	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: fx\n    url: "+fx.URL()+"\n")
 	waitReady(t, td, "fx")
+	waitListed(t, td, "fx__echo")
 	return fx, td
+}
+
+// waitListed waits until the endpoint lists tool: the downstream catches
+// up with a server that became ready just after.
+func waitListed(t *testing.T, td *testDaemon, tool string) {
+	t.Helper()
+	url, token := endpoint(t, td)
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := client.NewClient(tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "t", Version: "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		res, err := cl.ListTools(ctx, mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatalf("listing tools: %v", err)
+		}
+		for _, tl := range res.Tools {
+			if tl.Name == tool {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never listed", tool)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func waitReady(t *testing.T, td *testDaemon, server string) {
