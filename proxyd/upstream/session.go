@@ -149,8 +149,18 @@ type sessionTransport struct {
 
 func (t *sessionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	stale, _ := ctx.Value(staleKey{}).(string)
+	if stale == "" {
+		// The barrier is enforced here, where the session id is fixed: a
+		// call that passed attempt's check just before a re-initialisation
+		// began must not reach the new session before its initialized
+		// notification. The re-initialisation's own requests carry staleKey.
+		if err := t.conn.waitBarrier(ctx); err != nil {
+			return nil, err
+		}
+	}
 	id := req.Header.Get(sessionHeader)
-	if stale, _ := ctx.Value(staleKey{}).(string); stale != "" && id == stale {
+	if stale != "" && id == stale {
 		req = req.Clone(ctx)
 		req.Header.Del(sessionHeader)
 		id = ""
@@ -326,6 +336,11 @@ func (c *Conn) withSession(ctx context.Context, rule retryRule, fn func(context.
 		c.checkBroken(err)
 		return err
 	}
+	if sent, carried, _, _ := tr.snapshot(); sent && carried != "" {
+		// Key the flight by the session the request actually carried: it
+		// may be newer than the one read before sending.
+		sid = carried
+	}
 	info := CallInfoFrom(ctx)
 	if info != nil {
 		info.Reinit = true
@@ -408,7 +423,7 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	done := make(chan struct{})
 	c.barrier.Store(&done)
 	defer func() {
-		c.barrier.Store(nil)
+		c.barrier.CompareAndSwap(&done, nil)
 		close(done)
 	}()
 	if deviation {
@@ -418,16 +433,27 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	defer cancel()
 	res, err := handshake(ctx, cl, version, c.clientInfo())
 	if err != nil {
+		if c.superseded(cl) {
+			return false, nil
+		}
 		return false, fmt.Errorf("initialize: %w", err)
 	}
 	w := wire{version: res.ProtocolVersion} // legacy era: no _meta
 	lists, err := c.fetchLists(ctx, cl, w, res.Capabilities)
 	if err != nil {
+		if c.superseded(cl) {
+			return false, nil
+		}
 		return false, err
 	}
 	newID := cl.GetSessionId()
-	c.forged.Store(nil)
 	c.mu.Lock()
+	if c.cl != cl || c.sid != stale {
+		// A reconnect replaced the client meanwhile: nothing to publish.
+		c.mu.Unlock()
+		return false, nil
+	}
+	c.forged.Store(nil)
 	c.sid = newID
 	c.version = res.ProtocolVersion
 	c.wire = w
@@ -440,6 +466,14 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	c.opts.logger().Info("upstream session re-established", "server", c.name,
 		"old_session", prefix(stale), "new_session", prefix(newID), "reinits", n, "tools_changed", toolsChanged)
 	return toolsChanged, nil
+}
+
+// superseded reports whether a reconnect has replaced cl: a failure on it
+// is no reason to tear down the new connection.
+func (c *Conn) superseded(cl *client.Client) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.cl != cl
 }
 
 // handshake runs the legacy initialize/initialized exchange on cl's

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,8 +35,14 @@ import (
 // legacyConn connects to fx pinned to the legacy (session) era.
 func legacyConn(t testing.TB, fx *mcpserver.Server, onChange func(string)) *Conn {
 	t.Helper()
+	return legacyConnURL(t, fx.URL(), onChange)
+}
+
+// legacyConnURL connects to the MCP endpoint at url, legacy era pinned.
+func legacyConnURL(t testing.TB, url string, onChange func(string)) *Conn {
+	t.Helper()
 	m := NewManager(Options{Version: "test", OnChange: onChange})
-	m.Apply([]config.Server{{Name: "fx", URL: fx.URL(), Protocol: config.ProtocolLegacy}})
+	m.Apply([]config.Server{{Name: "fx", URL: url, Protocol: config.ProtocolLegacy}})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -718,5 +729,79 @@ func TestNonCallRequestsRetriedOnce(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// No call reaches a re-established session before its initialized
+// notification, even one that set out just before the re-initialisation
+// began (a large request takes a while between the barrier check and the
+// wire). A proxy in front of the fixture holds that notification for a
+// while and watches for calls on the session it announces.
+func TestNoCallBeforeInitializedNotification(t *testing.T) {
+	for _, tt := range lossStatuses {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := startLegacyFixture(t, tt.status)
+			target, _ := neturl.Parse(fx.URL())
+			target.Path = ""
+			rp := httputil.NewSingleHostReverseProxy(target)
+			var mu sync.Mutex
+			var held string // the session whose initialized notification is held
+			var hold atomic.Bool
+			var early []string
+			front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				var msg struct{ Method string }
+				_ = json.Unmarshal(body, &msg)
+				sid := r.Header.Get("Mcp-Session-Id")
+				switch {
+				case msg.Method == "notifications/initialized" && hold.Load():
+					mu.Lock()
+					held = sid
+					mu.Unlock()
+					<-time.After(300 * time.Millisecond) // a slow server, not a readiness wait
+					mu.Lock()
+					held = ""
+					mu.Unlock()
+				case msg.Method == "tools/call":
+					mu.Lock()
+					if held != "" && sid == held {
+						early = append(early, sid)
+					}
+					mu.Unlock()
+				}
+				rp.ServeHTTP(w, r)
+			}))
+			// Closed after the connection (cleanups run last-in first-out):
+			// its event stream goes through the proxy too.
+			t.Cleanup(front.Close)
+			c := legacyConnURL(t, front.URL+"/mcp", nil)
+			hold.Store(true)
+			fx.ForgetAllSessions()
+			big := strings.Repeat("x", 512<<10)
+			var wg sync.WaitGroup
+			for i := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					text := "small"
+					if i%2 == 0 {
+						text = big
+					}
+					for range 3 {
+						_ = echo(context.Background(), c, text)
+					}
+				}()
+			}
+			wg.Wait()
+			if c.Status().Reinits == 0 {
+				t.Fatal("no re-initialisation happened")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(early) > 0 {
+				t.Fatalf("%d calls reached session %s before its initialized notification", len(early), early[0])
+			}
+		})
 	}
 }
