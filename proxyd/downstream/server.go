@@ -135,6 +135,9 @@ func (s *Server) Sync() {
 	table := routes{}
 	for _, u := range ups {
 		for _, t := range u.Tools {
+			if mcp.ValidateParamHeaderAnnotations(&t) != nil {
+				continue // the library panics on such a tool; upstream drops them first
+			}
 			exposed := ExposedName(u.Name, t.Name)
 			table[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern,
 				paramHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}

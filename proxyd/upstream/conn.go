@@ -385,6 +385,21 @@ func (c *Conn) connect() (time.Duration, error) {
 	return 0, nil
 }
 
+// usable drops tools whose x-mcp-header annotations break SEP-2243's
+// rules (not a primitive, not a valid header token, duplicated): MCP
+// clients must not call them, and the MCP library refuses to serve them.
+func (c *Conn) usable(tools []Tool) []Tool {
+	out := tools[:0:0]
+	for _, t := range tools {
+		if err := mcp.ValidateParamHeaderAnnotations(&t.Tool); err != nil {
+			c.opts.logger().Warn("upstream tool left out: invalid x-mcp-header annotation", "server", c.name, "tool", t.Name, "err", err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 type lists struct {
 	tools     []Tool
 	prompts   []mcp.Prompt
@@ -399,6 +414,7 @@ func (c *Conn) fetchLists(ctx context.Context, cl *client.Client, w wire, caps m
 		if l.tools, err = listToolsRaw(ctx, cl, w); err != nil {
 			return l, fmt.Errorf("tools/list: %w", err)
 		}
+		l.tools = c.usable(l.tools)
 	}
 	// Prompts and resources are best effort: a server that advertises them
 	// and fails to list them still serves its tools.

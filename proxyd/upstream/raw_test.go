@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -96,5 +98,46 @@ func TestParamHeadersMirrored(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A tool whose x-mcp-header annotation breaks SEP-2243 (here: a space in
+// the header name) is left out, with the rest of the server's tools kept:
+// the MCP library would refuse to serve it downstream, and panics doing so.
+func TestInvalidParamHeaderToolLeftOut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&msg) != nil {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var result string
+		switch msg.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[` +
+				`{"name":"good","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}},` +
+				`{"name":"bad","inputSchema":{"type":"object","properties":{"tenant":{"type":"string","x-mcp-header":"X Tenant"}}}}]}`
+		default:
+			w.WriteHeader(http.StatusAccepted) // notifications
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, msg.ID, result)
+	}))
+	defer srv.Close()
+	m := newManager(t, config.Server{Name: "raw", URL: srv.URL + "/mcp", Protocol: config.ProtocolLegacy})
+	c, _ := m.Get("raw")
+	waitState(t, c, api.StateReady)
+	var names []string
+	for _, tl := range c.Tools() {
+		names = append(names, tl.Name)
+	}
+	if fmt.Sprint(names) != "[good]" {
+		t.Fatalf("tools %v, want [good]", names)
 	}
 }

@@ -579,6 +579,7 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	if err != nil {
 		return nil, err
 	}
+	tools = c.usable(tools)
 	c.mu.Lock()
 	changed := !sameTools(c.tools, tools)
 	c.tools = tools
