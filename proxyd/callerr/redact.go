@@ -32,8 +32,9 @@ var (
 	// Bearer credentials anywhere, with a space, a URL-escaped space or a plus.
 	bearerRE = regexp.MustCompile(`(?i)(\bbearer(?:\s+|%20|\+))([A-Za-z0-9\-._~+/]+=*)`)
 	// Single-quoted keys (Python dict reprs): 'access_token': '...', with
-	// the value in either quote and escapes included.
-	quotedFieldRE = regexp.MustCompile(`(?i)('(?:` + namedSecrets + `)'\s*:\s*)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")`)
+	// the value in either quote and escapes included; a value cut short
+	// (no closing quote) runs to the end of the text.
+	quotedFieldRE = regexp.MustCompile(`(?i)('(?:` + namedSecrets + `)'\s*:\s*)('(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?)`)
 	// YAML and log style: access_token: ...
 	looseFieldRE = regexp.MustCompile(`(?i)(\b(?:` + namedSecrets + `)\s*:\s+)([^\s,;'"\\]+)`)
 	// Other credential-bearing headers.

@@ -45,6 +45,8 @@ func TestRedact(t *testing.T) {
 		{"json nested twice", `"a":"{\"b\":\"{\\\"refresh_token\\\":\\\"` + secret + `\\\"}\"}"`, `refresh_token\\\":\\\"[REDACTED]`},
 		{"python repr, double-quoted value", `{'password': "it's` + secret + `", 'n': 1}`, `'password': "[REDACTED]", 'n': 1`},
 		{"python repr, escaped quote", `{'password': 'a\'b"` + secret + `', 'n': 1}`, `'password': '[REDACTED]', 'n': 1`},
+		{"python repr cut short", `{'password': 'hunter2` + secret, `'password': '[REDACTED]'`},
+		{"json value cut short", `{"client_secret":"ab\"` + secret, `"client_secret":"[REDACTED]`},
 		{"json numeric code kept", `{"error":{"code":-32099,"message":"x"}}`, `"code":-32099`},
 		{"jwt anywhere", "token was " + jwt + " ok", "token was [REDACTED] ok"},
 		{"challenge kept", `WWW-Authenticate: Bearer realm="mcp", resource_metadata="https://x/.well-known"`, `Bearer realm="mcp"`},

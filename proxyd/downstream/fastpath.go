@@ -83,7 +83,7 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		Params  struct {
 			Name      string          `json:"name"`
 			Arguments json.RawMessage `json:"arguments"`
-			Meta      callMeta        `json:"_meta"`
+			Meta      json.RawMessage `json:"_meta"`
 			Task      json.RawMessage `json:"task"`
 		} `json:"params"`
 	}
@@ -91,10 +91,16 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")) || len(msg.Params.Task) > 0 {
 		return false
 	}
-	if len(msg.Params.Meta.ProgressToken) > 0 {
+	// Struct fields match keys case-insensitively, which errs on the side
+	// of the library here (any spelling of a key sends the call there).
+	var cm callMeta
+	if len(msg.Params.Meta) > 0 && json.Unmarshal(msg.Params.Meta, &cm) != nil {
+		return false
+	}
+	if len(cm.ProgressToken) > 0 {
 		return false // the library relays progress notifications
 	}
-	if len(msg.Params.Meta.ProtocolVersion) > 0 && !modern {
+	if len(cm.ProtocolVersion) > 0 && !modern {
 		return false // the era comes from _meta too: the library reconciles it with the header
 	}
 	meta := CallMeta{Client: "session:" + prefix(sid)}
@@ -103,8 +109,10 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		// version in _meta must match the header, and the method and tool
 		// are mirrored into headers. Anything off goes to the library,
 		// which answers with the precise error.
+		// The version must be read as the library reads it: by exact key.
+		var exact map[string]json.RawMessage
 		var metaVersion string
-		if json.Unmarshal(msg.Params.Meta.ProtocolVersion, &metaVersion) != nil || metaVersion != version ||
+		if json.Unmarshal(msg.Params.Meta, &exact) != nil || json.Unmarshal(exact[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion != version ||
 			r.Header.Get("Mcp-Method") != string(mcp.MethodToolsCall) || r.Header.Get("Mcp-Name") != msg.Params.Name {
 			return false
 		}
