@@ -22,7 +22,7 @@ systemd, launchd, a container or a test; 'mcpx up' runs it in the
 background instead. On a signal it drains in-flight calls, closes the
 upstreams, flushes state and removes the socket.
 
-Its garbage collector runs at GOGC=400 with GOMEMLIMIT=512MiB (fewer
+Its garbage collector runs at GOGC=400 with GOMEMLIMIT=1GiB (fewer
 collections on the request path); set either variable to override.
 
 Examples:
@@ -70,10 +70,11 @@ func runProxyd(c *cli.Context) error {
 // collects after every few megabytes of per-call garbage, taking CPU from
 // the calls in flight; at 400 it collects a quarter as often, for some
 // tens of megabytes more under load. The memory limit keeps a large live
-// heap from being multiplied by five.
+// heap from being multiplied by five; it is set well above anything proxyd
+// holds, since near it the collector runs almost without pause.
 const (
 	daemonGCPercent   = 400
-	daemonMemoryLimit = 512 << 20
+	daemonMemoryLimit = 1 << 30
 )
 
 func tuneCollector() {

@@ -44,7 +44,7 @@ func TestCollectorOffBeforeHeavyInits(t *testing.T) {
 	t.Logf("%d heavy package inits, all after internal/startup", heavies)
 }
 
-// proxyd runs its collector at GOGC=400 with a 512 MiB memory limit unless
+// proxyd runs its collector at GOGC=400 with a 1 GiB memory limit unless
 // the environment says otherwise (read back from its Go metrics).
 func TestDaemonCollectorSettings(t *testing.T) {
 	tests := []struct {
@@ -52,8 +52,8 @@ func TestDaemonCollectorSettings(t *testing.T) {
 		env            []string
 		percent, limit string
 	}{
-		{"defaults", nil, "go_gc_gogc_percent 400", "go_gc_gomemlimit_bytes 5.36870912e+08"},
-		{"from the environment", []string{"GOGC=150", "GOMEMLIMIT=1GiB"}, "go_gc_gogc_percent 150", "go_gc_gomemlimit_bytes 1.073741824e+09"},
+		{"defaults", nil, "go_gc_gogc_percent 400", "go_gc_gomemlimit_bytes 1.073741824e+09"},
+		{"from the environment", []string{"GOGC=150", "GOMEMLIMIT=2GiB"}, "go_gc_gogc_percent 150", "go_gc_gomemlimit_bytes 2.147483648e+09"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
