@@ -57,18 +57,8 @@ func startDaemonProc(b *testing.B, upstream string) *daemonProc {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { d.cmd.Process.Signal(os.Interrupt); d.cmd.Wait() })
-	cl := api.NewClient(d.socket, "bench")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := cl.Status(context.Background())
-		if err == nil && len(st.Servers) == 1 && st.Servers[0].State == api.StateReady {
-			return d
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("proxyd not ready: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUpstreamReady(b, d.socket)
+	return d
 }
 
 // rssKB reads VmRSS of a process from /proc.

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // startProc runs a program and returns the value of its first "key: "
@@ -77,19 +74,7 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 		if err := pd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		cl := api.NewClient(sock, "bench")
-		var pURL string
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			st, err := cl.Status(context.Background())
-			if err == nil && len(st.Servers) == 1 && st.Servers[0].State == api.StateReady {
-				pURL = st.MCPURL
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("proxyd not ready: %v", err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		pURL := waitUpstreamReady(b, sock)
 		tok, _ := os.ReadFile(filepath.Join(state, "proxyd.token"))
 		auth := map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}
 		paths := [3]path{

@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -231,21 +232,29 @@ func startProxyd(b *testing.B, upstream string) (url, token string, stop func())
 	case err := <-done:
 		b.Fatal(err)
 	}
-	cl := api.NewClient(sock, "bench")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := cl.Status(context.Background())
-		if err == nil && len(st.Servers) == 1 && st.Servers[0].State == api.StateReady {
-			url = st.MCPURL
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("upstream never ready: %v %+v", err, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	url = waitUpstreamReady(b, sock)
 	tok, _ := os.ReadFile(filepath.Join(dir, "state", proxyd.TokenFile))
 	return url, strings.TrimSpace(string(tok)), func() { cancel(); <-done; os.RemoveAll(dir) }
+}
+
+// waitUpstreamReady waits until the proxyd on sock answers with its one
+// upstream ready, and returns its MCP endpoint URL.
+func waitUpstreamReady(b *testing.B, sock string) string {
+	b.Helper()
+	cl := api.NewClient(sock, "bench")
+	var url string
+	waitfor.Cond(b, 30*time.Second, "proxyd and its upstream to be ready", func() (bool, string) {
+		st, err := cl.Status(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(st.Servers) != 1 || st.Servers[0].State != api.StateReady {
+			return false, fmt.Sprintf("%+v", st.Servers)
+		}
+		url = st.MCPURL
+		return true, ""
+	})
+	return url
 }
 
 // BenchmarkProxyOverhead compares, in one run, a tools/call made directly

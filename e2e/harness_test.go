@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -394,18 +395,7 @@ func (e *env) waitFor(what string, cond func() (ok bool, last string)) {
 
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(readyTimeout)
-	var last string
-	for {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last seen:\n%s", readyTimeout, what, last)
-		}
-		time.Sleep(pollEvery) // polling interval, bounded by the deadline above
-	}
+	waitfor.Cond(t, readyTimeout, what, cond)
 }
 
 // waitServer polls status until server name is in state want, and returns

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/probe"
 )
 
@@ -29,10 +30,7 @@ func TestConnsClosed(t *testing.T) {
 	defer ts.Close()
 	rep := probe.Run(context.Background(), probe.Options{Target: ts.URL + "/mcp", Timeout: 2 * time.Second})
 	t.Logf("%s", rep.Result.Code)
-	deadline := time.Now().Add(2 * time.Second)
-	for open.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 2*time.Second, "the probe's connections to close", func() bool { return open.Load() == 0 })
 	if n := open.Load(); n != 0 {
 		t.Fatalf("%d connections left open", n)
 	}

@@ -2,6 +2,7 @@ package proxyd
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -50,42 +52,34 @@ func waitListed(t *testing.T, td *testDaemon, tool string) {
 	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "t", Version: "1"}}}); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	waitfor.True(t, 20*time.Second, tool+" to be listed", func() bool {
 		res, err := cl.ListTools(ctx, mcp.ListToolsRequest{})
 		if err != nil {
 			t.Fatalf("listing tools: %v", err)
 		}
 		for _, tl := range res.Tools {
 			if tl.Name == tool {
-				return
+				return true
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s never listed", tool)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return false
+	})
 }
 
 func waitReady(t *testing.T, td *testDaemon, server string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.Cond(t, 20*time.Second, "server "+server+" to be ready", func() (bool, string) {
 		st, err := td.client.Status(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range st.Servers {
 			if s.Name == server && s.State == api.StateReady {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s never ready: %+v", server, st.Servers)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", st.Servers)
+	})
 }
 
 func endpoint(t *testing.T, td *testDaemon) (url, token string) {

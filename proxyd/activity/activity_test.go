@@ -14,6 +14,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
@@ -436,20 +437,13 @@ func TestRetentionRunsPeriodically(t *testing.T) {
 		s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
 	}
 	flush(t, s)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.Cond(t, 10*time.Second, "retention to leave 10 rows", func() (bool, string) {
 		var n int
 		if err := s.db.QueryRow("SELECT count(*) FROM activity").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 10 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows remain, want 10", n)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, bounded by the deadline
-	}
+		return n == 10, fmt.Sprintf("%d rows", n)
+	})
 }
 
 // A database written by the first schema (activity without the taxonomy

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
 // 50 concurrent calls plus a proactive refresh on an expired token: one
@@ -345,13 +346,7 @@ func TestLoginDuringFlightDiscardsIt(t *testing.T) {
 		tok, err := r.c.Refresh(context.Background(), r.key, TriggerReactive, old)
 		done <- result{tok, err}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for r.as.TokenRequests() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("refresh never reached the server")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 5*time.Second, "the refresh to reach the server", func() bool { return r.as.TokenRequests() > 0 })
 	g := r.as.MintGrant(r.client.ClientID, r.resource, "read")
 	login := &Token{AccessToken: g["access_token"].(string), RefreshToken: g["refresh_token"].(string), Expiry: time.Now().Add(time.Hour)}
 	if _, err := r.c.SaveLogin(context.Background(), r.key, "alpha", login); err != nil {
@@ -452,10 +447,7 @@ func TestCallerCancellationDoesNotCancelFlight(t *testing.T) {
 		_, err := r.c.Refresh(ctx, r.key, TriggerReactive, old)
 		errc <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for r.as.TokenRequests() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 5*time.Second, "the refresh to reach the server", func() bool { return r.as.TokenRequests() > 0 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("initiator: %v", err)

@@ -27,6 +27,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -58,14 +59,7 @@ func legacyConnURL(t testing.TB, url string, onChange func(string)) *Conn {
 
 func waitReady(t testing.TB, c *Conn) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for c.Status().State != api.StateReady {
-		if time.Now().After(deadline) {
-			st := c.Status()
-			t.Fatalf("server %s: state %s (%s), want ready", c.Name(), st.State, st.LastError)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitState(t, c, api.StateReady)
 }
 
 func startLegacyFixture(t testing.TB, lossStatus int) *mcpserver.Server {
@@ -185,13 +179,7 @@ func TestReinitDoesNotWaitForSlowCalls(t *testing.T) {
 				defer close(slowDone)
 				_, _ = c.CallTool(slowCtx, "slow_read", json.RawMessage(`{"ms":60000}`))
 			}()
-			deadline := time.Now().Add(10 * time.Second)
-			for fx.Executions("slow_read") == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("slow_read never reached the fixture")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			waitfor.True(t, 10*time.Second, "slow_read to reach the fixture", func() bool { return fx.Executions("slow_read") > 0 })
 			fx.ForgetAllSessions()
 			if err := echo(context.Background(), c, "while slow_read runs"); err != nil {
 				t.Fatal(err)
@@ -441,18 +429,14 @@ func serverEverything(t testing.TB) string {
 		_ = cmd.Wait()
 	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.Cond(t, 20*time.Second, "server-everything to listen on "+addr, func() (bool, string) {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server-everything did not listen on %s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		conn.Close()
+		return true, ""
+	})
 	return "http://" + addr + "/mcp"
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -26,19 +27,14 @@ func startFixture(t *testing.T, era mcpserver.Era) *mcpserver.Server {
 }
 
 // waitState polls until the server reaches want (bounded).
-func waitState(t *testing.T, c *Conn, want string) api.ServerStatus {
+func waitState(t testing.TB, c *Conn, want string) api.ServerStatus {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st := c.Status()
-		if st.State == want {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server %s: state %s (last error %q), want %s", c.Name(), st.State, st.LastError, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var st api.ServerStatus
+	waitfor.Cond(t, 20*time.Second, "server "+c.Name()+" to be "+want, func() (bool, string) {
+		st = c.Status()
+		return st.State == want, fmt.Sprintf("state %s (last error %q)", st.State, st.LastError)
+	})
+	return st
 }
 
 func newManager(t *testing.T, servers ...config.Server) *Manager {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
 // site is a loopback server answering fixed documents by path and
@@ -517,10 +519,7 @@ func TestDiscoverCache(t *testing.T) {
 			})
 		}
 		// Hold the first fetch until it has arrived; the rest join it.
-		deadline := time.Now().Add(5 * time.Second)
-		for rs.count(prmPath) == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		waitfor.True(t, 5*time.Second, "the metadata fetch to reach the server", func() bool { return rs.count(prmPath) > 0 })
 		close(gate)
 		wg.Wait()
 		if failed.Load() != 0 || rs.count(prmPath) != 1 {
@@ -557,10 +556,7 @@ func TestDiscoverCache(t *testing.T) {
 			_, err := d.Discover(context.Background(), rs.url("/mcp"), nil, Overrides{}, nil)
 			done <- err
 		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for rs.count(prmPath) == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		waitfor.True(t, 5*time.Second, "the metadata fetch to reach the server", func() bool { return rs.count(prmPath) > 0 })
 		d.Invalidate(rs.url("/mcp"))
 		close(gate)
 		if err := <-done; err != nil {
