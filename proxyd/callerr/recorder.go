@@ -175,25 +175,7 @@ var errorKey = []byte(`"error"`)
 // than the limit is not parsed; a body without an "error" key is not parsed
 // either, which keeps large results cheap.
 func inspectBody(resp *http.Response, rec *Recorder, mediaType string) {
-	orig := resp.Body
-	var head []byte
-	var err error
-	if cl := resp.ContentLength; cl >= 0 && cl <= peekLimit {
-		head = make([]byte, 0, cl+1)
-		var n int64
-		buf := bytes.NewBuffer(head)
-		n, err = buf.ReadFrom(io.LimitReader(orig, peekLimit+1))
-		head = buf.Bytes()[:n]
-	} else {
-		head, err = io.ReadAll(io.LimitReader(orig, peekLimit+1))
-	}
-	var tail io.Reader = orig
-	if err != nil {
-		// The body broke off (e.g. a reset mid-response): the reader gets
-		// the same error after the bytes that did arrive.
-		tail = errReader{err}
-	}
-	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(head), tail), c: orig}
+	head, err := PeekBody(resp, peekLimit)
 	complete := err == nil && len(head) <= peekLimit
 	trimmed := bytes.TrimSpace(head)
 	html := looksHTML(trimmed)
@@ -209,6 +191,27 @@ func inspectBody(resp *http.Response, rec *Recorder, mediaType string) {
 	rec.f.BodyComplete = complete
 	rec.f.HTMLBody = rec.f.HTMLBody || html
 	rec.f.JSONRPCCode, rec.f.HasJSONRPCCode = code, hasCode
+}
+
+// PeekBody reads up to limit+1 bytes of resp's body and puts them back in
+// front of the rest, so later readers see the body unchanged. err is the
+// read error, if the body broke off (a reset mid-response): readers then
+// get the same error after the bytes that did arrive.
+func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
+	orig := resp.Body
+	if cl := resp.ContentLength; cl >= 0 && cl <= limit {
+		buf := bytes.NewBuffer(make([]byte, 0, cl+1))
+		_, err = buf.ReadFrom(io.LimitReader(orig, limit+1))
+		head = buf.Bytes()
+	} else {
+		head, err = io.ReadAll(io.LimitReader(orig, limit+1))
+	}
+	var tail io.Reader = orig
+	if err != nil {
+		tail = errReader{err}
+	}
+	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(head), tail), c: orig}
+	return head, err
 }
 
 type replayBody struct {

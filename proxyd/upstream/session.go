@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -217,26 +218,9 @@ func peekDeviation(resp *http.Response) bool {
 // peekBody reads up to deviationPeek bytes of the body and puts them back
 // in front of the rest; ok means that was the whole body.
 func peekBody(resp *http.Response) (head []byte, ok bool) {
-	orig := resp.Body
-	head, err := io.ReadAll(io.LimitReader(orig, deviationPeek+1))
-	var tail io.Reader = orig
-	if err != nil {
-		tail = errReader{err}
-	}
-	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(head), tail), c: orig}
+	head, err := callerr.PeekBody(resp, deviationPeek)
 	return head, err == nil && len(head) <= deviationPeek
 }
-
-type replayBody struct {
-	io.Reader
-	c io.Closer
-}
-
-func (b *replayBody) Close() error { return b.c.Close() }
-
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // sessionful reports whether the connection has sessions that can be lost:
 // legacy era over Streamable HTTP. In the modern era a 404 is
