@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
 
@@ -102,8 +104,8 @@ func activityQuery(c *cli.Context, now time.Time) (url.Values, error) {
 		if !c.IsSet(l.flag) {
 			continue
 		}
-		for _, v := range splitValues(c.StringSlice(l.flag)) {
-			if l.vocab != nil && !contains(l.vocab, v) {
+		for _, v := range api.SplitList(c.StringSlice(l.flag)) {
+			if l.vocab != nil && !slices.Contains(l.vocab, v) {
 				return nil, usageErr("--%s %q is not one of: %s", l.flag, v, strings.Join(l.vocab, ", "))
 			}
 			q.Add(l.param, v)
@@ -138,27 +140,6 @@ func parseWhen(v string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("%q is neither a duration (1h, 30m, 7d) nor an RFC 3339 time", v)
-}
-
-func splitValues(vs []string) []string {
-	var out []string
-	for _, v := range vs {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func runActivityList(c *cli.Context) error {
@@ -369,7 +350,7 @@ func runActivityExport(c *cli.Context) error {
 
 func runActivitySummary(c *cli.Context) error {
 	by := c.String("by")
-	if !contains([]string{"server", "tool", "error_class", "fault_domain"}, by) {
+	if !slices.Contains([]string{"server", "tool", "error_class", "fault_domain"}, by) {
 		return usageErr("--by %q: use server, tool, error_class or fault_domain", by)
 	}
 	if _, err := format(c); err != nil {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
@@ -26,11 +25,11 @@ func (d *Daemon) activityRoutes(handle func(string, handler)) {
 // validates vocabulary, the daemon re-checks times and numbers.
 func filterFromQuery(q url.Values) (activity.Filter, error) {
 	f := activity.Filter{
-		Servers:      splitList(q["server"]),
-		Tools:        splitList(q["tool"]),
-		Statuses:     splitList(q["status"]),
-		ErrorClasses: splitList(q["error_class"]),
-		FaultDomains: splitList(q["fault_domain"]),
+		Servers:      api.SplitList(q["server"]),
+		Tools:        api.SplitList(q["tool"]),
+		Statuses:     api.SplitList(q["status"]),
+		ErrorClasses: api.SplitList(q["error_class"]),
+		FaultDomains: api.SplitList(q["fault_domain"]),
 	}
 	var err error
 	if v := q.Get("since"); v != "" {
@@ -49,18 +48,6 @@ func filterFromQuery(q url.Values) (activity.Filter, error) {
 		}
 	}
 	return f, nil
-}
-
-func splitList(vs []string) []string {
-	var out []string
-	for _, v := range vs {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }
 
 func (d *Daemon) handleActivityList(w http.ResponseWriter, r *http.Request) error {

@@ -5,6 +5,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -147,3 +148,18 @@ const (
 	CodeInternal    = "internal"
 	CodeMethod      = "method_not_allowed"
 )
+
+// SplitList reads a list filter of the activity API: values may be
+// repeated (?server=a&server=b) or comma-separated (?server=a,b), and
+// blanks are dropped. The CLI reads its repeatable flags the same way.
+func SplitList(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
