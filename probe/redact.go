@@ -3,6 +3,7 @@ package probe
 import (
 	"encoding/json"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -105,19 +106,10 @@ func (r *redactor) add(s string) {
 		forms = append(forms, strings.Trim(string(b), `"`))
 	}
 	for _, f := range forms {
-		if !contains(r.secrets, f) {
+		if !slices.Contains(r.secrets, f) {
 			r.secrets = append(r.secrets, f)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // String removes secrets from s and strips control characters.
