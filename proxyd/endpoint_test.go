@@ -37,21 +37,9 @@ func withFixture(t *testing.T, era mcpserver.Era) (*mcpserver.Server, *testDaemo
 // up with a server that became ready just after.
 func waitListed(t *testing.T, td *testDaemon, tool string) {
 	t.Helper()
-	url, token := endpoint(t, td)
-	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := client.NewClient(tr)
+	cl := dialEndpoint(t, td, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := cl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "t", Version: "1"}}}); err != nil {
-		t.Fatal(err)
-	}
 	waitfor.True(t, 20*time.Second, tool+" to be listed", func() bool {
 		res, err := cl.ListTools(ctx, mcp.ListToolsRequest{})
 		if err != nil {
@@ -64,6 +52,33 @@ func waitListed(t *testing.T, td *testDaemon, tool string) {
 		}
 		return false
 	})
+}
+
+// dialEndpoint opens an initialised MCP client session on proxyd's
+// endpoint with its bearer and the given extra headers; it is closed when
+// the test ends.
+func dialEndpoint(t *testing.T, td *testDaemon, headers map[string]string, opts ...client.ClientOption) *client.Client {
+	t.Helper()
+	url, token := endpoint(t, td)
+	h := map[string]string{"Authorization": "Bearer " + token}
+	for k, v := range headers {
+		h[k] = v
+	}
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := client.NewClient(tr, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "t", Version: "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 func waitReady(t *testing.T, td *testDaemon, server string) {
@@ -138,25 +153,13 @@ func TestEndpointServesUpstreamTools(t *testing.T) {
 	for _, pin := range []string{"", mcp.LATEST_LEGACY_PROTOCOL_VERSION} {
 		t.Run("client "+pin, func(t *testing.T) {
 			fx, td := withFixture(t, mcpserver.EraBoth)
-			url, token := endpoint(t, td)
-			tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-			if err != nil {
-				t.Fatal(err)
-			}
 			var opts []client.ClientOption
 			if pin != "" {
 				opts = append(opts, client.WithProtocolVersion(pin))
 			}
-			cl := client.NewClient(tr, opts...)
+			cl := dialEndpoint(t, td, nil, opts...)
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
-			if err := cl.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "t", Version: "1"}}}); err != nil {
-				t.Fatal(err)
-			}
 			tools, err := cl.ListTools(ctx, mcp.ListToolsRequest{})
 			if err != nil {
 				t.Fatal(err)
@@ -271,27 +274,11 @@ func TestEndpointFastPath(t *testing.T) {
 // its own.
 func TestEndpointParamHeaders(t *testing.T) {
 	fx, td := withFixture(t, mcpserver.EraModern)
-	url, token := endpoint(t, td)
 	dial := func(extra map[string]string) *client.Client {
 		t.Helper()
-		h := map[string]string{"Authorization": "Bearer " + token}
-		for k, v := range extra {
-			h[k] = v
-		}
-		tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(h))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl := client.NewClient(tr)
+		cl := dialEndpoint(t, td, extra)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if err := cl.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cl.Close() })
-		if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "t", Version: "1"}}}); err != nil {
-			t.Fatal(err)
-		}
 		// The client mirrors x-mcp-header parameters of tools it has listed.
 		if _, err := cl.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
 			t.Fatal(err)
