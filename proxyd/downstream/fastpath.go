@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -22,10 +23,19 @@ type RawCaller interface {
 // library's path.
 const maxFastBody = 1 << 20
 
-// callMeta is what the fast path reads of a tools/call's _meta.
-type callMeta struct {
-	ProgressToken   json.RawMessage `json:"progressToken"`
-	ProtocolVersion json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"` // mcp.MetaKeyProtocolVersion
+// callMeta is a tools/call's _meta, decoded once.
+type callMeta map[string]json.RawMessage
+
+// has reports a key in any spelling: the library reads some _meta keys
+// through struct fields, which match case-insensitively, so the fast path
+// steps aside for every spelling.
+func (m callMeta) has(key string) bool {
+	for k := range m {
+		if strings.EqualFold(k, key) {
+			return true
+		}
+	}
+	return false
 }
 
 type route struct {
@@ -91,16 +101,14 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")) || len(msg.Params.Task) > 0 {
 		return false
 	}
-	// Struct fields match keys case-insensitively, which errs on the side
-	// of the library here (any spelling of a key sends the call there).
 	var cm callMeta
 	if len(msg.Params.Meta) > 0 && json.Unmarshal(msg.Params.Meta, &cm) != nil {
 		return false
 	}
-	if len(cm.ProgressToken) > 0 {
+	if cm.has("progressToken") {
 		return false // the library relays progress notifications
 	}
-	if len(cm.ProtocolVersion) > 0 && !modern {
+	if cm.has(mcp.MetaKeyProtocolVersion) && !modern {
 		return false // the era comes from _meta too: the library reconciles it with the header
 	}
 	meta := CallMeta{Client: "session:" + prefix(sid)}
@@ -109,10 +117,9 @@ func (s *Server) fastCall(w http.ResponseWriter, r *http.Request, client string)
 		// version in _meta must match the header, and the method and tool
 		// are mirrored into headers. Anything off goes to the library,
 		// which answers with the precise error.
-		// The version must be read as the library reads it: by exact key.
-		var exact map[string]json.RawMessage
+		// The version is read as the library reads it: by exact key.
 		var metaVersion string
-		if json.Unmarshal(msg.Params.Meta, &exact) != nil || json.Unmarshal(exact[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion != version ||
+		if json.Unmarshal(cm[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion != version ||
 			r.Header.Get("Mcp-Method") != string(mcp.MethodToolsCall) || r.Header.Get("Mcp-Name") != msg.Params.Name {
 			return false
 		}
