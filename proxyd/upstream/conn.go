@@ -573,7 +573,7 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 		w := c.wire
 		c.mu.RUnlock()
 		var err error
-		raw, err = rawRequestFor(ctx, cl, w, string(mcp.MethodToolsCall), name, &before, params)
+		raw, err = rawRequest(ctx, cl, w, string(mcp.MethodToolsCall), name, &before, params)
 		return err
 	})
 	var sr *SessionReestablishedError

@@ -65,18 +65,13 @@ func newWire(cl *client.Client, version string, info mcp.Implementation) (wire, 
 }
 
 // rawRequest sends method with params (a JSON object proxyd built, without
-// _meta, or nil) on cl's transport and returns the raw result. name is the
-// tool of a tools/call (unused for other methods). In the
-// modern era it adds what the library adds to every request (_meta, the
-// Mcp-Method and Mcp-Name headers).
-func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name string, params json.RawMessage) (json.RawMessage, error) {
-	return rawRequestFor(ctx, cl, w, method, name, nil, params)
-}
-
-// rawRequestFor is rawRequest for a tools/call of tool, whose parameters
-// annotated with x-mcp-header are mirrored into Mcp-Param-* headers in the
-// modern era, as clients must (SEP-2243).
-func rawRequestFor(ctx context.Context, cl *client.Client, w wire, method, name string, tool *Tool, params json.RawMessage) (json.RawMessage, error) {
+// _meta, or nil) on cl's transport and returns the raw result. For a
+// tools/call, name is the tool and tool its definition (nil if unknown):
+// parameters it annotates with x-mcp-header are mirrored into
+// Mcp-Param-* headers, as clients must (SEP-2243). In the modern era it
+// adds what the library adds to every request (_meta, the Mcp-Method and
+// Mcp-Name headers).
+func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name string, tool *Tool, params json.RawMessage) (json.RawMessage, error) {
 	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		ID:      mcp.NewRequestId("mcpx-" + strconv.FormatInt(rawIDs.Add(1), 10)),
@@ -189,7 +184,7 @@ func listToolsRaw(ctx context.Context, cl *client.Client, w wire) ([]Tool, error
 			c, _ := json.Marshal(cursor)
 			params = json.RawMessage(`{"cursor":` + string(c) + `}`)
 		}
-		res, err := rawRequest(ctx, cl, w, string(mcp.MethodToolsList), "", params)
+		res, err := rawRequest(ctx, cl, w, string(mcp.MethodToolsList), "", nil, params)
 		if err != nil {
 			return nil, err
 		}

@@ -465,25 +465,21 @@ func (c *Conn) superseded(cl *client.Client) bool {
 // around mcp-go's Client.Initialize keeps the client's fields untouched
 // while other goroutines send on it.
 func handshake(ctx context.Context, cl *client.Client, version string, info mcp.Implementation) (*mcp.InitializeResult, error) {
-	tr := cl.GetTransport()
-	resp, err := tr.SendRequest(ctx, transport.JSONRPCRequest{
-		JSONRPC: mcp.JSONRPC_VERSION,
-		ID:      mcp.NewRequestId(fmt.Sprintf("mcpx-%d", rawIDs.Add(1))),
-		Method:  string(mcp.MethodInitialize),
-		Params: mcp.InitializeParams{
-			ProtocolVersion: version,
-			ClientInfo:      info,
-			Capabilities:    cl.GetClientCapabilities(),
-		},
+	params, err := json.Marshal(mcp.InitializeParams{
+		ProtocolVersion: version,
+		ClientInfo:      info,
+		Capabilities:    cl.GetClientCapabilities(),
 	})
 	if err != nil {
-		return nil, transport.NewError(err)
+		return nil, fmt.Errorf("encoding initialize: %w", err)
 	}
-	if resp.Error != nil {
-		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}
+	raw, err := rawRequest(ctx, cl, wire{version: version}, string(mcp.MethodInitialize), "", nil, params)
+	if err != nil {
+		return nil, err
 	}
+	tr := cl.GetTransport()
 	var res mcp.InitializeResult
-	if err := json.Unmarshal(resp.Result, &res); err != nil {
+	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, fmt.Errorf("decoding the initialize result: %w", err)
 	}
 	if !mcp.IsValidProtocolVersion(res.ProtocolVersion) || mcp.IsModernProtocol(res.ProtocolVersion) {
