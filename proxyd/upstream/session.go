@@ -27,9 +27,10 @@ import (
 // An upstream that restarts or expires a session answers 404 to the
 // session id proxyd holds (some answer 400, see deviationMessage). The
 // first caller to see that starts one re-initialisation keyed by the stale
-// session id; everyone who saw the same id shares it. While it runs, new
-// attempts wait at Conn.barrier, so nothing goes out on the session being
-// established before its initialized notification. It does not wait for
+// session id; everyone who saw the same id shares it. While it runs, the
+// session layer of the HTTP chain holds every other request at
+// Conn.barrier, so nothing goes out on the session being established
+// before its initialized notification. It does not wait for
 // calls still in flight on the stale session: their 404s arrive while the
 // new session is set up, and they join the flight or find it done. The
 // handshake goes through the transport directly, so mcp-go's client fields
@@ -152,10 +153,10 @@ func (t *sessionTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	ctx := req.Context()
 	stale, _ := ctx.Value(staleKey{}).(string)
 	if stale == "" {
-		// The barrier is enforced here, where the session id is fixed: a
-		// call that passed attempt's check just before a re-initialisation
-		// began must not reach the new session before its initialized
-		// notification. The re-initialisation's own requests carry staleKey.
+		// The barrier is enforced here, where the session id is fixed (a
+		// large request takes a while to encode, so a check before the
+		// library would leave a gap). The re-initialisation's own requests
+		// carry staleKey.
 		if err := t.conn.waitBarrier(ctx); err != nil {
 			return nil, err
 		}
@@ -256,12 +257,10 @@ func (c *Conn) Sessionful() (bool, string) {
 	return true, ""
 }
 
-// attempt runs fn once on the live client, after any re-initialisation in
-// progress, and reports the session id it ran on.
+// attempt runs fn once on the live client and reports the session id it
+// ran on (the session layer holds its requests while a re-initialisation
+// is in progress).
 func (c *Conn) attempt(ctx context.Context, fn func(context.Context, *client.Client) error) (string, *attemptTrace, error) {
-	if err := c.waitBarrier(ctx); err != nil {
-		return "", nil, err
-	}
 	cl, err := c.client()
 	if err != nil {
 		return "", nil, err
