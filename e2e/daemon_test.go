@@ -125,11 +125,7 @@ func TestProxydRefusesTooLongSocketPath(t *testing.T) {
 }
 
 func TestSecondProxydOnSameSocketRefused(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraBoth)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "auto"))
-	first := e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
+	e, first := fixtureEnv(t, mcpserver.EraBoth, "auto")
 
 	second := e.spawnProxyd()
 	if err := second.wait(t, runTimeout); err == nil {
@@ -253,11 +249,7 @@ servers:
 }
 
 func TestKillAndRestartKeepsState(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraBoth)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "auto"))
-	p := e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
+	e, p := fixtureEnv(t, mcpserver.EraBoth, "auto")
 
 	var ids []string
 	for _, text := range []string{"before-kill-1", "before-kill-2"} {

@@ -84,11 +84,7 @@ func listToolNames(t *testing.T, ctx context.Context, c *client.Client) []string
 }
 
 func TestDownstreamEndpoint(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraBoth)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "auto"))
-	e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
+	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
 	ci := e.connectInfo()
 	if st := e.status(); st.MCPURL != ci.URL {
 		t.Errorf("connect-info url %q differs from status mcp_url %q", ci.URL, st.MCPURL)
@@ -185,11 +181,7 @@ func TestDownstreamEndpoint(t *testing.T) {
 }
 
 func TestStdioBridge(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraLegacy)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "legacy"))
-	e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
+	e, _ := fixtureEnv(t, mcpserver.EraLegacy, "legacy")
 	ci := e.connectInfo()
 	if len(ci.StdioCommand) < 2 || !slices.Contains(ci.StdioCommand, "stdio") || !slices.Contains(ci.StdioCommand, e.Socket) {
 		t.Fatalf("connect-info stdio_command %q: want the mcpx binary, this socket and stdio", ci.StdioCommand)

@@ -435,6 +435,18 @@ func (s *syncBuffer) String() string {
 }
 
 // startFixture serves the fixture MCP server in-process on loopback.
+// fixtureEnv starts the fixture MCP server serving era and a proxyd
+// configured with it under protocol, and waits until the server is ready.
+func fixtureEnv(t *testing.T, era mcpserver.Era, protocol string) (*env, *proxydProc) {
+	t.Helper()
+	fx := startFixture(t, era)
+	e := newEnv(t)
+	e.writeConfig(fixtureConfig(fx.URL(), protocol))
+	p := e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	return e, p
+}
+
 func startFixture(t *testing.T, era mcpserver.Era) *mcpserver.Server {
 	t.Helper()
 	s, err := mcpserver.Start(mcpserver.Options{Era: era})

@@ -180,11 +180,7 @@ type conformanceCheck struct {
 
 func TestConformanceServerScenarios(t *testing.T) {
 	peers := peersDir(t)
-	fx := startFixture(t, mcpserver.EraBoth)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "auto"))
-	e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
+	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
 	ci := e.connectInfo()
 	fwd := bearerForwarder(t, ci.URL, bearerHeader(ci)["Authorization"])
 	fwdURL := fwd.URL + "/mcp"

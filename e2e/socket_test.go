@@ -54,11 +54,7 @@ func TestStateFilesArePrivate(t *testing.T) {
 }
 
 func TestSigtermStopsCleanly(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraLegacy)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "legacy"))
-	p := e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
+	e, p := fixtureEnv(t, mcpserver.EraLegacy, "legacy")
 	e.mustRun("call", "fixture", "echo", "text=before-term")
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
