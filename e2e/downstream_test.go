@@ -147,14 +147,7 @@ func TestDownstreamEndpoint(t *testing.T) {
 		}
 	})
 
-	tests := []struct {
-		name string
-		opts []client.ClientOption
-	}{
-		{name: "negotiated"},
-		{name: "legacy-pinned", opts: []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20251125)}},
-	}
-	for _, tc := range tests {
+	for _, tc := range clientProtocols {
 		t.Run("client-"+tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 			defer cancel()
@@ -180,6 +173,16 @@ func TestDownstreamEndpoint(t *testing.T) {
 	}
 }
 
+// clientProtocols are the two ways an MCP client meets proxyd: negotiating
+// the era, or pinned to the last legacy version.
+var clientProtocols = []struct {
+	name string
+	opts []client.ClientOption
+}{
+	{name: "negotiated"},
+	{name: "legacy-pinned", opts: []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20251125)}},
+}
+
 func TestStdioBridge(t *testing.T) {
 	e, _ := fixtureEnv(t, mcpserver.EraLegacy, "legacy")
 	ci := e.connectInfo()
@@ -187,14 +190,7 @@ func TestStdioBridge(t *testing.T) {
 		t.Fatalf("connect-info stdio_command %q: want the mcpx binary, this socket and stdio", ci.StdioCommand)
 	}
 
-	tests := []struct {
-		name string
-		opts []client.ClientOption
-	}{
-		{name: "negotiated"},
-		{name: "legacy-pinned", opts: []client.ClientOption{client.WithProtocolVersion(mcp.ProtocolVersion20251125)}},
-	}
-	for _, tc := range tests {
+	for _, tc := range clientProtocols {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 			defer cancel()
