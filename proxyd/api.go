@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
@@ -229,7 +230,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	if out.Err != nil {
 		resp.Error = &api.CallError{
-			Message:            redactText(out.Err.Error()),
+			Message:            redact.Text(out.Err.Error()),
 			ErrorClass:         out.Class.Class,
 			FaultDomain:        out.Class.Domain,
 			UpstreamHTTPStatus: out.Class.HTTPStatus,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -344,7 +345,7 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			w.log.Debug("upstream stderr", "server", w.server, "line", callerr.StripControl(callerr.Redact(line)))
+			w.log.Debug("upstream stderr", "server", w.server, "line", redact.Text(line))
 		}
 	}
 	return len(p), nil

@@ -96,9 +96,6 @@ const (
 	ProtocolModern = "modern"
 )
 
-// Redacted replaces secret values when a server is printed.
-const Redacted = "[redacted]"
-
 // DefaultPath is $XDG_CONFIG_HOME/mcpx/config.yaml, else
 // ~/.config/mcpx/config.yaml.
 func DefaultPath() string {
@@ -216,44 +213,4 @@ func (s *Server) ResponseLimit() int64 {
 		return DefaultMaxResponseBytes
 	}
 	return int64(s.MaxResponseBytes)
-}
-
-// Redacted returns a copy safe to print: header values, the client secret,
-// environment values and token-like URL query values are replaced by
-// "[redacted]".
-func (s Server) Redacted() Server {
-	out := s
-	out.URL = redactURL(s.URL)
-	out.Headers = redactMap(s.Headers)
-	out.Env = redactMap(s.Env)
-	if s.Args != nil {
-		out.Args = append([]string(nil), s.Args...)
-	}
-	if s.TLS != nil {
-		t := *s.TLS
-		out.TLS = &t
-	}
-	if s.OAuth != nil {
-		o := *s.OAuth
-		if o.ClientSecret != "" {
-			o.ClientSecret = Redacted
-		}
-		o.Scopes = append([]string(nil), s.OAuth.Scopes...)
-		if s.OAuth.Scopes == nil {
-			o.Scopes = nil
-		}
-		out.OAuth = &o
-	}
-	return out
-}
-
-func redactMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k := range m {
-		out[k] = Redacted
-	}
-	return out
 }

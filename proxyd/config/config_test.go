@@ -447,35 +447,6 @@ func TestDurationRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRedacted(t *testing.T) {
-	s := Server{
-		Name: "a", URL: "https://x/mcp",
-		Headers: map[string]string{"X-Api-Key": "k1"},
-		Env:     map[string]string{"TOKEN": "t1"},
-		OAuth:   &OAuth{ClientID: "id", ClientSecret: "sec", Scopes: []string{"s"}},
-		TLS:     &TLS{CAFile: "/ca.pem"},
-	}
-	r := s.Redacted()
-	if r.Headers["X-Api-Key"] != "[redacted]" || r.Env["TOKEN"] != "[redacted]" || r.OAuth.ClientSecret != "[redacted]" {
-		t.Errorf("Redacted = %+v", r)
-	}
-	if r.OAuth.ClientID != "id" || r.TLS.CAFile != "/ca.pem" || r.URL != s.URL {
-		t.Errorf("Redacted dropped non-secret values: %+v", r)
-	}
-	if s.Headers["X-Api-Key"] != "k1" || s.Env["TOKEN"] != "t1" || s.OAuth.ClientSecret != "sec" {
-		t.Errorf("Redacted changed the original: %+v", s)
-	}
-	b, _ := json.Marshal(r)
-	for _, secret := range []string{"k1", "t1", "sec"} {
-		if strings.Contains(string(b), `"`+secret+`"`) {
-			t.Errorf("redacted server still holds %q: %s", secret, b)
-		}
-	}
-	if got := (Server{Name: "b"}).Redacted(); got.Headers != nil || got.Env != nil || got.OAuth != nil {
-		t.Errorf("empty server redacted to %+v", got)
-	}
-}
-
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(issueExample))
 	f.Add([]byte("listen: [\n"))
@@ -492,20 +463,6 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("parsed config fails Validate: %v", err)
 		}
 	})
-}
-
-func TestRedactedURL(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"https://x/mcp", "https://x/mcp"},
-		{"https://x/mcp?region=eu", "https://x/mcp?region=eu"},
-		{"https://x/mcp?api_key=abc&region=eu", "https://x/mcp?api_key=%5Bredacted%5D&region=eu"},
-		{"https://x/mcp?access_token=abc", "https://x/mcp?access_token=%5Bredacted%5D"},
-	}
-	for _, tt := range tests {
-		if got := (Server{URL: tt.in}).Redacted().URL; got != tt.want {
-			t.Errorf("Redacted URL %q = %q, want %q", tt.in, got, tt.want)
-		}
-	}
 }
 
 func TestWarnings(t *testing.T) {
