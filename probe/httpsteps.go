@@ -25,9 +25,9 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/httppolicy"
 	"github.com/mcpx-dev/mcpx/internal/redact"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
 // clientVersion is what the probe announces as its MCP client version.

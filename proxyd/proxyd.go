@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -28,7 +29,6 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )

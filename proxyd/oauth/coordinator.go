@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/oauth2"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
 // Triggers of a refresh.
