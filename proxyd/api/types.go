@@ -72,8 +72,8 @@ type Health struct {
 // Tool is one upstream tool as proxyd exposes it.
 type Tool struct {
 	Server      string          `json:"server"`
-	Name        string          `json:"name"`         // the upstream's own name
-	Exposed     string          `json:"exposed_name"` // the name clients see: the server's prefix and Name
+	Name        string          `json:"name"`               // the upstream's own name
+	Exposed     string          `json:"exposed_name"`       // the name clients see: the server's prefix and Name
 	LeftOut     string          `json:"left_out,omitempty"` // why clients do not see the tool, when they do not
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
