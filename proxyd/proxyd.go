@@ -289,6 +289,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 	d.logWarnings(cfg)
 	d.registerGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
+	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {
 		d.health.Drop(n)
 	}

@@ -33,18 +33,22 @@ type ActivityConfig struct {
 // Server is one upstream MCP server: either remote (URL) or a local child
 // process speaking stdio (Command).
 type Server struct {
-	Name      string            `yaml:"name" json:"name"`
-	URL       string            `yaml:"url,omitempty" json:"url,omitempty"`
-	Transport string            `yaml:"transport,omitempty" json:"transport,omitempty"` // streamable-http (default when url set) | sse | stdio (default when command set)
-	Protocol  string            `yaml:"protocol,omitempty" json:"protocol,omitempty"`   // auto (default) | legacy | modern
-	Headers   map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
-	TLS       *TLS              `yaml:"tls,omitempty" json:"tls,omitempty"`
-	OAuth     *OAuth            `yaml:"oauth,omitempty" json:"oauth,omitempty"`
-	Command   string            `yaml:"command,omitempty" json:"command,omitempty"`
-	Args      []string          `yaml:"args,omitempty" json:"args,omitempty"`
-	Env       map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
-	Disabled  bool              `yaml:"disabled,omitempty" json:"disabled,omitempty"`
-	Timeout   Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"` // per-call timeout, default DefaultCallTimeout
+	Name      string `yaml:"name" json:"name"`
+	URL       string `yaml:"url,omitempty" json:"url,omitempty"`
+	Transport string `yaml:"transport,omitempty" json:"transport,omitempty"` // streamable-http (default when url set) | sse | stdio (default when command set)
+	Protocol  string `yaml:"protocol,omitempty" json:"protocol,omitempty"`   // auto (default) | legacy | modern
+	// Prefix goes before the server's tool and prompt names as clients see
+	// them: absent means "<name>__", "" exposes the upstream's names as
+	// they are. A pointer, because absent and "" differ.
+	Prefix   *string           `yaml:"prefix,omitempty" json:"prefix,omitempty"`
+	Headers  map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	TLS      *TLS              `yaml:"tls,omitempty" json:"tls,omitempty"`
+	OAuth    *OAuth            `yaml:"oauth,omitempty" json:"oauth,omitempty"`
+	Command  string            `yaml:"command,omitempty" json:"command,omitempty"`
+	Args     []string          `yaml:"args,omitempty" json:"args,omitempty"`
+	Env      map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Disabled bool              `yaml:"disabled,omitempty" json:"disabled,omitempty"`
+	Timeout  Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"` // per-call timeout, default DefaultCallTimeout
 	// MaxResponseBytes bounds one HTTP response body from the server;
 	// default DefaultMaxResponseBytes.
 	MaxResponseBytes int `yaml:"max_response_bytes,omitempty" json:"max_response_bytes,omitempty"`
@@ -197,6 +201,22 @@ func (s *Server) EffectiveProtocol() string {
 		return ProtocolAuto
 	}
 	return s.Protocol
+}
+
+// NameSeparator ends the default prefix: `<name>__<tool>`. Server names
+// cannot contain "_", so the default prefix never hides inside a name.
+const NameSeparator = "__"
+
+// MaxPrefixLen bounds a configured prefix so that exposed names (at most
+// 64 characters) keep room for the upstream's own name.
+const MaxPrefixLen = 32
+
+// ExposedPrefix is the configured prefix, else "<name>__".
+func (s *Server) ExposedPrefix() string {
+	if s.Prefix == nil {
+		return s.Name + NameSeparator
+	}
+	return *s.Prefix
 }
 
 // CallTimeout bounds one call to this server.

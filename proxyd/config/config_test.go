@@ -190,6 +190,11 @@ func TestParseErrors(t *testing.T) {
 		{"env on url server", "servers:\n  - name: a\n    url: https://x/mcp\n    env: {A: b}\n", 4, 5, "env applies only to command servers", ""},
 		{"args on url server", "servers:\n  - name: a\n    url: https://x/mcp\n    args: [x]\n", 4, 5, "args apply only to command servers", ""},
 		{"headers on stdio server", "servers:\n  - name: a\n    command: x\n    headers: {X-A: b}\n", 4, 5, "headers applies only to url servers", ""},
+		{"prefix without value", "servers:\n  - name: a\n    command: x\n    prefix:\n", 4, 5, "prefix has no value", `prefix: ""`},
+		{"prefix null", "servers:\n  - name: a\n    command: x\n    prefix: ~\n", 4, 5, "prefix has no value", ""},
+		{"prefix characters", "servers:\n  - name: a\n    command: x\n    prefix: \"gh/\"\n", 4, 13, `prefix "gh/" has characters tool names cannot hold`, "gh_"},
+		{"prefix too long", "servers:\n  - name: a\n    command: x\n    prefix: " + strings.Repeat("p", 33) + "\n", 4, 13, "longer than 32 characters", "64"},
+		{"prefix not a string", "servers:\n  - name: a\n    command: x\n    prefix: [a]\n", 4, 13, "prefix must be a string", `prefix: "gh_"`},
 		{"oauth on stdio server", "servers:\n  - name: a\n    command: x\n    oauth: {client_id: c}\n", 4, 5, "oauth applies only to url servers", ""},
 	}
 	for _, tt := range tests {
@@ -259,6 +264,33 @@ func TestParseAccepts(t *testing.T) {
 				t.Fatalf("Parse: %v", err)
 			}
 		})
+	}
+}
+
+func TestExposedPrefix(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("servers:\n  - name: a\n    command: x\n  - name: b\n    command: x\n    prefix: \"gh_\"\n  - name: c\n    command: x\n    prefix: \"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"a__", "gh_", ""} {
+		if got := c.Servers[i].ExposedPrefix(); got != want {
+			t.Errorf("server %s: ExposedPrefix() = %q, want %q", c.Servers[i].Name, got, want)
+		}
+	}
+	// An empty prefix survives a round trip through the file: it must not
+	// turn back into the default.
+	out, err := encodeConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("c.yaml", out)
+	if err != nil {
+		t.Fatalf("re-parse: %v\n%s", err, out)
+	}
+	for i, s := range again.Servers {
+		if s.ExposedPrefix() != c.Servers[i].ExposedPrefix() {
+			t.Errorf("server %s: prefix %q after a round trip, want %q\n%s", s.Name, s.ExposedPrefix(), c.Servers[i].ExposedPrefix(), out)
+		}
 	}
 }
 
