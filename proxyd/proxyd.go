@@ -101,10 +101,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.cfg = cfg
 	d.logWarnings(cfg)
-	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
-		return fmt.Errorf("creating state dir: %w", err)
+	if err := privateDir(opts.StateDir, "state directory", "--state-dir", "the MCP bearer token or the database"); err != nil {
+		return err
 	}
-	_ = os.Chmod(opts.StateDir, 0o700)
 
 	// The socket comes first: a second daemon must fail before it touches
 	// the database or the listen port.
