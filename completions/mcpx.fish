@@ -160,6 +160,7 @@ complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l ca-file -r -d 'PEM
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l transport -r -d 'streamable-http or sse (default: the config\'s, else streamable-http)'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l protocol -r -d 'auto, legacy or modern (default: the config\'s, else auto)'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l require-auth-ok -d 'exit 10 when the server needs a sign-in (auth_required)'
+complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l waterfall -d 'draw the steps on a time axis under the table (--waterfall=false: table only)'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from help h' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'help h' -d 'Shows a list of commands or help for one command'

@@ -74,6 +74,8 @@ type Attempt struct {
 	Status int    `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
 	Used   bool   `json:"used"`
+	// Start and End time the fetch, for the probe's timeline.
+	Start, End time.Time `json:"-"`
 }
 
 // Result is the outcome of a discovery.
@@ -629,8 +631,9 @@ func (d *Discoverer) fetchASMetadata(ctx context.Context, issuer string) (*Serve
 const maxDocument = 1 << 20
 
 // getJSON fetches rawURL and hands the body of a 200 to decode.
-func (d *Discoverer) getJSON(ctx context.Context, rawURL string, decode func([]byte) error) (Attempt, error) {
-	att := Attempt{URL: rawURL}
+func (d *Discoverer) getJSON(ctx context.Context, rawURL string, decode func([]byte) error) (att Attempt, err error) {
+	att = Attempt{URL: rawURL, Start: time.Now()}
+	defer func() { att.End = time.Now() }()
 	u, err := parseFetchURL(rawURL)
 	if err != nil {
 		att.Error = err.Error()
