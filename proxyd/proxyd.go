@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
 	}
-	if d.db, err = store.Open(filepath.Join(opts.StateDir, DBFile)); err != nil {
+	if d.db, err = openState(ctx, cfg, opts.StateDir); err != nil {
 		return err
 	}
 	defer d.db.Close()

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
 // Config is the whole file.
@@ -19,6 +21,7 @@ type Config struct {
 	Listen   string         `yaml:"listen,omitempty" json:"listen,omitempty"` // downstream MCP endpoint, loopback host:port; default DefaultListen
 	Activity ActivityConfig `yaml:"activity,omitempty" json:"activity,omitzero"`
 	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
+	State    StateConfig    `yaml:"state,omitempty" json:"state,omitzero"`
 
 	// src locates parsed values for Validate; empty for a Config built in code.
 	src *source
@@ -28,6 +31,34 @@ type Config struct {
 type ActivityConfig struct {
 	MaxAge  Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`   // retention by age, default DefaultActivityMaxAge
 	MaxRows int      `yaml:"max_rows,omitempty" json:"max_rows,omitempty"` // retention by count, default DefaultActivityMaxRows
+}
+
+// StateConfig chooses where proxyd keeps its state. Empty: the SQLite
+// file in the state dir.
+type StateConfig struct {
+	// Postgres is a PostgreSQL DSN shared by replicas. A password may
+	// appear only as a ${env:NAME} or ${file:PATH} reference (or come from
+	// PGPASSWORD or a passfile); MCPX_STATE_DSN overrides it.
+	Postgres string `yaml:"postgres,omitempty" json:"postgres,omitempty"`
+}
+
+// EnvStateDSN overrides state.postgres.
+const EnvStateDSN = "MCPX_STATE_DSN"
+
+// StateDSN is the PostgreSQL DSN proxyd uses, references resolved, or ""
+// for the SQLite default.
+func (c *Config) StateDSN() (string, error) {
+	if v := os.Getenv(EnvStateDSN); v != "" {
+		return v, nil
+	}
+	if c.State.Postgres == "" {
+		return "", nil
+	}
+	dsn, err := secretref.Expand(c.State.Postgres)
+	if err != nil {
+		return "", fmt.Errorf("state.postgres: %w", err)
+	}
+	return dsn, nil
 }
 
 // Server is one upstream MCP server: either remote (URL) or a local child

@@ -196,6 +196,11 @@ func TestParseErrors(t *testing.T) {
 		{"prefix too long", "servers:\n  - name: a\n    command: x\n    prefix: " + strings.Repeat("p", 33) + "\n", 4, 13, "longer than 32 characters", "64"},
 		{"prefix not a string", "servers:\n  - name: a\n    command: x\n    prefix: [a]\n", 4, 13, "prefix must be a string", `prefix: "gh_"`},
 		{"oauth on stdio server", "servers:\n  - name: a\n    command: x\n    oauth: {client_id: c}\n", 4, 5, "oauth applies only to url servers", ""},
+		{"state dsn with password", "state:\n  postgres: postgres://app:hunter2@db/mcpx\n", 2, 13, "must not contain a password", "${env:PGPASSWORD}"},
+		{"state dsn password param", "state:\n  postgres: postgres://app@db/mcpx?password=hunter2\n", 2, 13, "must not contain a password", ""},
+		{"state keyword dsn password", "state:\n  postgres: host=db user=app password=hunter2\n", 2, 13, "must not contain a password", ""},
+		{"state unknown reference", "state:\n  postgres: ${vault:x}\n", 2, 13, "unknown reference", ""},
+		{"state unknown key", "state:\n  mysql: x\n", 2, 3, "unknown key", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,6 +262,9 @@ func TestParseAccepts(t *testing.T) {
 		{"anchors", "servers:\n  - name: a\n    command: x\n    env: &e {A: b}\n  - name: b\n    command: y\n    env: *e\n"},
 		{"numeric name", "servers:\n  - name: 123\n    command: x\n"},
 		{"document marker", "---\nlisten: 127.0.0.1:1\n"},
+		{"state dsn", "state: {postgres: \"postgres://mcpx@db.example:5432/mcpx?sslmode=require\"}\n"},
+		{"state dsn password by reference", "state: {postgres: \"postgres://mcpx:${env:PGPASSWORD}@db/mcpx\"}\n"},
+		{"state dsn by file", "state: {postgres: \"${file:/run/secrets/mcpx-dsn}\"}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
