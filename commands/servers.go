@@ -45,11 +45,13 @@ and the locale.
 
 Examples:
    mcpx servers add docs https://example.com/mcp
+   mcpx servers add github https://api.example.com/mcp --prefix gh_
    mcpx servers add legacy https://old.example.com/sse --transport sse
    mcpx servers add local --env LOG_LEVEL=warn -- npx -y @modelcontextprotocol/server-everything`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "transport", Usage: "streamable-http, sse or stdio (default from URL/command)"},
 				&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern", Value: ""},
+				&cli.StringFlag{Name: "prefix", Usage: "put `PREFIX` before the server's tool and prompt names (default NAME__; \"\" for none)"},
 				&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "HTTP header `K:V` sent upstream (repeatable)"},
 				&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "environment `K=V` for a stdio server (repeatable)"},
 				&cli.StringFlag{Name: "ca-file", Usage: "extra CA bundle `FILE` for the server's TLS"},
@@ -121,6 +123,10 @@ func runServersAdd(c *cli.Context) error {
 		return usageErr("servers add needs NAME and URL, or NAME -- COMMAND [ARGS...]")
 	}
 	s := config.Server{Name: args[0], Transport: c.String("transport"), Protocol: c.String("protocol"), Disabled: c.Bool("disabled")}
+	if c.IsSet("prefix") {
+		p := c.String("prefix")
+		s.Prefix = &p
+	}
 	if strings.Contains(args[1], "://") && len(args) == 2 {
 		s.URL = args[1]
 	} else {

@@ -335,7 +335,11 @@ func (r *runner) httpAndMCPSteps(ctx context.Context) {
 	if first != nil {
 		httpDur = time.Duration(first.DurationMS * float64(time.Millisecond))
 	}
-	if !r.httpStep(ctx, first, redirects, err, httpDur) {
+	ok := r.httpStep(ctx, first, redirects, err, httpDur)
+	if first != nil {
+		r.place(StepHTTP, first.start)
+	}
+	if !ok {
 		return
 	}
 	mcpStart := start.Add(httpDur)

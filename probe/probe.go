@@ -108,6 +108,8 @@ type runner struct {
 
 	client *http.Client
 	rec    *recorder
+	// t0 is the start of the probe, the origin of every StartMS.
+	t0 time.Time
 }
 
 // Run probes opts.Target. It never returns nil and never fails: every
@@ -129,7 +131,7 @@ func Run(ctx context.Context, opts Options) *Report {
 	ctx, cancel := context.WithTimeout(ctx, opts.Overall)
 	defer cancel()
 
-	r := &runner{opts: opts}
+	r := &runner{opts: opts, t0: time.Now()}
 	u, err := parseTarget(opts.Target)
 	r.target = u
 	r.red = newRedactor(opts, u)
@@ -191,11 +193,25 @@ func (r *runner) run(ctx context.Context) {
 
 // add appends a step, timing it from start.
 func (r *runner) add(id, status string, start time.Time, detail string, data any) {
-	var ms float64
+	s := Step{ID: id, Status: status, Detail: detail, Data: data}
 	if !start.IsZero() {
-		ms = float64(time.Since(start).Microseconds()) / 1000
+		s.DurationMS = ms(time.Since(start))
+		s.StartMS = r.offset(start)
 	}
-	r.steps = append(r.steps, Step{ID: id, Status: status, DurationMS: ms, Detail: detail, Data: data})
+	r.steps = append(r.steps, s)
+}
+
+// offset is t on the probe's time axis, in milliseconds.
+func (r *runner) offset(t time.Time) float64 { return max(0, ms(t.Sub(r.t0))) }
+
+// place moves step id's start to t, keeping its duration (a step timed
+// from data gathered before it was judged).
+func (r *runner) place(id string, t time.Time) {
+	for i := range r.steps {
+		if r.steps[i].ID == id && r.steps[i].Status != StatusSkip {
+			r.steps[i].StartMS = r.offset(t)
+		}
+	}
 }
 
 // setResult records the verdict; the first hard failure wins.

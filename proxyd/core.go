@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -52,6 +51,8 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	// for the server's grant between start and end.
 	grant, refreshesBefore := "", int64(0)
 	switch {
+	case !ok && srv == "":
+		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", tool)}
 	case !ok:
 		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("unknown server %q (see 'mcpx servers')", srv)}
 	case conn.Config().Disabled:
@@ -161,7 +162,8 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 		if c.State() != api.StateReady {
 			continue
 		}
-		u := downstream.Upstream{Name: c.Name(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
+		cfg := c.Config()
+		u := downstream.Upstream{Name: c.Name(), Prefix: cfg.ExposedPrefix(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
 		for _, t := range c.Tools() {
 			u.Tools = append(u.Tools, t.Tool)
 		}
@@ -212,8 +214,9 @@ func (d *Daemon) CallToolRaw(ctx context.Context, srv, tool string, args json.Ra
 }
 
 // RecordUnknownTool implements downstream.UnknownToolRecorder: the call is
-// refused (and recorded) without touching the network.
+// refused (and recorded against the server it was likely meant for)
+// without touching the network.
 func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta downstream.CallMeta) {
-	srv, tool, _ := strings.Cut(exposed, downstream.Separator)
+	srv, tool, _ := downstream.Owner(exposed, d.prefixes())
 	d.call(ctx, srv, tool, nil, meta)
 }

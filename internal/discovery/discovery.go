@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Steps of the discovery chain, as reported in *Error.
@@ -63,6 +64,8 @@ type Attempt struct {
 	Status int    `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
 	Used   bool   `json:"used"`
+	// Start and End time the fetch, for the probe's timeline.
+	Start, End time.Time `json:"-"`
 }
 
 // Result is the outcome of a discovery.

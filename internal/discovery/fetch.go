@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 )
@@ -282,8 +283,9 @@ func (f *fetcher) fetchASMetadata(ctx context.Context, issuer string) (*ServerMe
 const maxDocument = 1 << 20
 
 // getJSON fetches rawURL and hands the body of a 200 to decode.
-func (f *fetcher) getJSON(ctx context.Context, rawURL string, decode func([]byte) error) (Attempt, error) {
-	att := Attempt{URL: rawURL}
+func (f *fetcher) getJSON(ctx context.Context, rawURL string, decode func([]byte) error) (att Attempt, err error) {
+	att = Attempt{URL: rawURL, Start: time.Now()}
+	defer func() { att.End = time.Now() }()
 	u, err := parseFetchURL(rawURL)
 	if err != nil {
 		att.Error = err.Error()

@@ -30,8 +30,11 @@ type ProbeStep struct {
 	ID         string  `json:"id"`     // dns tcp tls http mcp auth
 	Status     string  `json:"status"` // ok warn fail skip
 	DurationMS float64 `json:"duration_ms"`
-	Detail     string  `json:"detail"`
-	Data       any     `json:"data,omitempty"`
+	// StartMS is when the step began, from the start of the probe: the
+	// steps' common time axis (absent for skipped steps).
+	StartMS float64 `json:"start_ms,omitempty"`
+	Detail  string  `json:"detail"`
+	Data    any     `json:"data,omitempty"`
 }
 
 // ProbeResult is the verdict of a probe.
