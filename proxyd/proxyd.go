@@ -125,7 +125,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.metrics = newMetrics()
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version: opts.Version,
@@ -286,7 +286,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 		return nil, err
 	}
 	d.logWarnings(cfg)
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
 	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {
