@@ -19,8 +19,6 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
-func init() { extraCommands = append(extraCommands, probeCommand) }
-
 var probeCommand = &cli.Command{
 	Name:      "probe",
 	Usage:     "diagnose a connection step by step: DNS, TCP, TLS, HTTP, MCP, OAuth",

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,19 +266,14 @@ func (p *proxydProc) exited() bool {
 // metrics returns proxyd's /v1/metrics text.
 func (e *env) metrics() string {
 	e.t.Helper()
-	var b strings.Builder
 	c := api.NewClient(e.Socket, "e2e")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	err := c.Stream(ctx, http.MethodGet, "/v1/metrics", nil, func(line []byte) error {
-		b.Write(line)
-		b.WriteByte('\n')
-		return nil
-	})
+	m, err := c.Metrics(ctx)
 	if err != nil {
 		e.t.Fatalf("reading /v1/metrics: %v", err)
 	}
-	return b.String()
+	return m
 }
 
 // startProxyd starts `mcpx proxyd` in the foreground as a child and waits

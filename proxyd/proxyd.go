@@ -138,6 +138,8 @@ func Run(ctx context.Context, opts Options) error {
 		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
 	d.down = downstream.New(d, opts.Version, d.log)
+	// The re-init counter lives on each connection; metrics read it there.
+	d.metrics.trackReinits(d.mgr.List)
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)
