@@ -44,6 +44,7 @@ func runStdio(c *cli.Context) error {
 		return daemonErr(err)
 	}
 	tr, err := transport.NewStreamableHTTP(api.MCPEndpoint,
+		//lint:ignore SA1019 legacy-era clients listen on the standalone GET stream
 		transport.WithHTTPBasicClient(hc), transport.WithContinuousListening(),
 		transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {

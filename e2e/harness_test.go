@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,7 +73,7 @@ func runMain(m *testing.M) int {
 func goBuild(pkg, out string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("the go tool is not on PATH: %w", err)
 	}
 	args := []string{"build", "-o", out}
 	if os.Getenv("MCPX_E2E_RACE") == "1" {

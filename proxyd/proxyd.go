@@ -19,8 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
@@ -79,7 +77,6 @@ type Daemon struct {
 	shutdown chan struct{}
 	shutOnce sync.Once
 
-	syncMu   sync.Mutex
 	syncTick chan struct{}
 }
 
@@ -352,5 +349,3 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-var _ = prometheus.NewRegistry

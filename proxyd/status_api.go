@@ -11,7 +11,6 @@ import (
 )
 
 func (d *Daemon) status() api.Status {
-	cfg := d.config()
 	s := api.Status{
 		Version:       d.opts.Version,
 		PID:           os.Getpid(),
@@ -29,7 +28,6 @@ func (d *Daemon) status() api.Status {
 		s.ConfigError = d.cfgErr.Error()
 	}
 	d.cfgMu.RUnlock()
-	_ = cfg
 	for _, c := range d.mgr.List() {
 		s.Servers = append(s.Servers, d.serverStatus(c))
 	}

@@ -20,13 +20,11 @@ type ErrorDetail struct {
 
 // Error codes of the control API.
 const (
-	CodeBadRequest  = "bad_request"
-	CodeNotFound    = "not_found"
-	CodeForbidden   = "forbidden"
-	CodeConflict    = "conflict"
-	CodeUnavailable = "unavailable"
-	CodeInternal    = "internal"
-	CodeMethod      = "method_not_allowed"
+	CodeBadRequest = "bad_request"
+	CodeNotFound   = "not_found"
+	CodeForbidden  = "forbidden"
+	CodeConflict   = "conflict"
+	CodeInternal   = "internal"
 	// CodeNoRoute: this daemon has no such endpoint (an older version).
 	CodeNoRoute = "no_route"
 )
