@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
@@ -233,7 +234,7 @@ func runActivityShow(c *cli.Context) error {
 			row("upstream http status", strconv.Itoa(r.UpstreamHTTPStatus))
 		}
 		row("reason", r.Reason)
-		if e := strings.TrimSpace(sanitize(r.Error)); e != "" {
+		if e := strings.TrimSpace(redact.Control(r.Error)); e != "" {
 			// Upstream error bodies span lines: keep them under the label.
 			row("error", strings.ReplaceAll(e, "\n", "\n"+strings.Repeat(" ", 23)))
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -47,10 +48,10 @@ func runDrill[R any, P interface {
 		}
 		switch ev.Type {
 		case api.DrillEventProgress:
-			errorf(c, "%s  %s\n", ev.Time.Local().Format("15:04:05.000"), sanitize(ev.Message))
+			errorf(c, "%s  %s\n", ev.Time.Local().Format("15:04:05.000"), redact.Control(ev.Message))
 		case api.DrillEventError:
 			if ev.Error != nil {
-				return errors.New("drill: " + sanitize(ev.Error.Message))
+				return errors.New("drill: " + redact.Control(ev.Error.Message))
 			}
 			return errors.New("drill failed")
 		case api.DrillEventReport:
@@ -120,11 +121,11 @@ func runDrillSession(c *cli.Context) error {
 func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) error {
 	on := colorEnabled(c)
 	row := func(k, v string) { fmt.Fprintf(w, "%-14s %s\n", k+":", v) }
-	row("server", sanitize(r.Server))
+	row("server", redact.Control(r.Server))
 	if !r.Applicable {
 		row("applicable", "no")
 		for _, n := range r.Notes {
-			row("note", sanitize(n))
+			row("note", redact.Control(n))
 		}
 		row("verdict", color(on, dim, string(r.Verdict)))
 		return nil
@@ -134,7 +135,7 @@ func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) 
 		ended = "unknown session id presented (server refused DELETE)"
 	}
 	row("session ended", ended)
-	row("calls", fmt.Sprintf("%d (%d reads, %d writes) on %s", r.Calls, r.Reads, r.Writes, sanitize(strings.Join(r.Tools, ", "))))
+	row("calls", fmt.Sprintf("%d (%d reads, %d writes) on %s", r.Calls, r.Reads, r.Writes, redact.Control(strings.Join(r.Tools, ", "))))
 	row("reinits", fmt.Sprintf("%d (expected 1)", r.Reinits))
 	row("retried", strconv.Itoa(r.Retried))
 	row("not repeated", strconv.Itoa(r.NotRepeated))
@@ -143,10 +144,10 @@ func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) 
 	row("slowest call", fmt.Sprintf("%.1f ms", r.SlowestMS))
 	row("after", map[bool]string{true: "a call on the new session works", false: "a call on the new session FAILED"}[r.AfterOK])
 	for _, f := range r.Failures {
-		row("failure", fmt.Sprintf("%s: %s (%s)", sanitize(f.Tool), sanitize(f.Message), f.ErrorClass))
+		row("failure", fmt.Sprintf("%s: %s (%s)", redact.Control(f.Tool), redact.Control(f.Message), f.ErrorClass))
 	}
 	for _, n := range r.Notes {
-		row("note", sanitize(n))
+		row("note", redact.Control(n))
 	}
 	v := color(on, green, string(r.Verdict))
 	if r.Verdict == api.VerdictFail {

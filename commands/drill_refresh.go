@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -52,7 +53,7 @@ func printRefreshReport(w io.Writer, rep *api.RefreshDrillReport) error {
 	fmt.Fprintf(w, "  grant intact:   %s\n", yesNo(rep.GrantIntact))
 	fmt.Fprintf(w, "  latency:        p50 %.1fms, p99 %.1fms\n", rep.P50MS, rep.P99MS)
 	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "  note: %s\n", sanitize(n))
+		fmt.Fprintf(w, "  note: %s\n", redact.Control(n))
 	}
 	fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -123,7 +124,7 @@ func runLogin(c *cli.Context) error {
 		return errors.New("proxyd ended the sign-in without a result; see its log")
 	}
 	for _, w := range result.Warnings {
-		errorf(c, "warning: %s\n", sanitize(w))
+		errorf(c, "warning: %s\n", redact.Control(w))
 	}
 	if f != "table" {
 		return render(c, result, nil)
@@ -209,7 +210,7 @@ func runLogout(c *cli.Context) error {
 		if res.Revoked {
 			fmt.Fprintln(w, "The authorization server revoked the grant.")
 		} else if res.RevokeError != "" {
-			fmt.Fprintf(w, "Not revoked at the authorization server: %s\n", sanitize(res.RevokeError))
+			fmt.Fprintf(w, "Not revoked at the authorization server: %s\n", redact.Control(res.RevokeError))
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcpx-dev/mcpx/internal/chart"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/probe"
 )
 
@@ -79,7 +80,7 @@ func fetchSpans(data any) []chart.Span {
 		if i == len(facts.Attempts)-1 {
 			tree = "└ "
 		}
-		note := sanitize(a.URL)
+		note := redact.Control(a.URL)
 		switch {
 		case a.Status != 0:
 			note = fmt.Sprintf("%d %s", a.Status, note)

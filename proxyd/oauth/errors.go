@@ -163,12 +163,7 @@ func refreshMessage(e *RefreshError, registered bool, desc string) string {
 
 // sanitizeCode keeps an error code printable and short.
 func sanitizeCode(c string) string {
-	c = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, c)
+	c = strings.Join(strings.Fields(redact.Control(c)), " ")
 	if len(c) > 64 {
 		c = c[:64]
 	}
