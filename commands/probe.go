@@ -203,7 +203,7 @@ func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
 		if s.Status != probe.StatusSkip {
 			tm = fmt.Sprintf("%.1fms", s.DurationMS)
 		}
-		_ = t.Append([]string{s.ID, strings.ToUpper(s.Status), tm, s.Detail})
+		_ = t.Append([]string{s.ID, strings.ToUpper(string(s.Status)), tm, s.Detail})
 	}
 	if err := t.Render(); err != nil {
 		return err

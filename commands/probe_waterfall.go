@@ -10,6 +10,7 @@ import (
 	"github.com/mcpx-dev/mcpx/internal/chart"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/probe"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // waterfallWidth is the bar area of the probe's timeline: with the labels
@@ -22,7 +23,7 @@ func probeWaterfall(w io.Writer, rep *probe.Report, colour bool) error {
 	var spans []chart.Span
 	timed := false
 	for _, s := range rep.Steps {
-		sp := chart.Span{Label: s.ID, StartMS: s.StartMS, DurationMS: s.DurationMS, Status: s.Status,
+		sp := chart.Span{Label: s.ID, StartMS: s.StartMS, DurationMS: s.DurationMS, Status: string(s.Status),
 			Timed: s.Status != probe.StatusSkip, Color: statusColor(s.Status)}
 		timed = timed || sp.Timed
 		spans = append(spans, sp)
@@ -37,7 +38,7 @@ func probeWaterfall(w io.Writer, rep *probe.Report, colour bool) error {
 	return chart.Waterfall(w, spans, waterfallWidth, colour)
 }
 
-func statusColor(status string) string {
+func statusColor(status api.StepStatus) string {
 	switch status {
 	case probe.StatusOK:
 		return green
