@@ -86,10 +86,7 @@ func runCall(c *cli.Context) error {
 				errorf(c, "  reason: %s\n", res.Error.Reason)
 			}
 		}
-		if res.Error.ErrorClass == "auth" {
-			return silentExit(ExitAuthRequired)
-		}
-		return silentExit(ExitCallFailed)
+		return silentExit(callExit(res.Error))
 	}
 	if res.IsError {
 		if f, _ := format(c); f == "table" {

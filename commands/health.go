@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,7 +17,9 @@ var healthCommand = &cli.Command{
 	Description: `A ready server whose tool calls mostly fail is degraded: at least 5 calls
 in the last 5 minutes and more than half failed. Tool errors (isError),
 proxy policy refusals, cancellations and sign-in prompts do not count.
-Connection, auth and disabled states take precedence.
+Connection, auth and disabled states take precedence. Exits 9 when a
+server shown is not ready (degraded, error, connecting; disabled ones
+aside), so it can gate CI.
 
 Examples:
    mcpx health
@@ -34,7 +37,7 @@ func runHealth(c *cli.Context) error {
 	if err != nil {
 		return daemonErr(err)
 	}
-	return render(c, out, func(w io.Writer) error {
+	err = render(c, out, func(w io.Writer) error {
 		t := newTable(w, "SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY")
 		for _, s := range out {
 			h := s.Health
@@ -49,4 +52,20 @@ func runHealth(c *cli.Context) error {
 		}
 		return t.Render()
 	})
+	if err != nil {
+		return err
+	}
+	// A CI gate: any server shown that is not ready (disabled ones aside)
+	// fails it.
+	var bad []string
+	for _, s := range out {
+		if s.State != api.StateReady && s.State != api.StateDisabled {
+			bad = append(bad, s.Name+" is "+s.State)
+		}
+	}
+	if len(bad) > 0 {
+		errorf(c, "unhealthy: %s\n", strings.Join(bad, ", "))
+		return silentExit(ExitUnavailable)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
@@ -35,6 +36,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
+	missing, hint := d.callTarget(req.Server, req.Tool)
 	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
 	resp := api.CallResponse{
 		RequestID: out.RequestID, Server: req.Server, Tool: req.Tool,
@@ -52,6 +54,31 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 			UpstreamHTTPStatus: out.Class.HTTPStatus,
 			Reason:             out.Class.Reason,
 		}
+		if missing != "" {
+			resp.Error.NotFound = missing
+			resp.Error.Message += hint
+		}
 	}
 	return writeJSON(w, resp)
+}
+
+// callTarget says what of a call's target does not exist ("server",
+// "tool" or "") and the did-you-mean hint for it. A tool is only known
+// missing once its server is ready and has listed its tools.
+func (d *Daemon) callTarget(srv, tool string) (missing, hint string) {
+	if srv == "" {
+		var names []string
+		for name := range d.naming().Tools {
+			names = append(names, name)
+		}
+		return "tool", editdistance.DidYouMean(tool, names)
+	}
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return "server", editdistance.DidYouMean(srv, d.serverNames())
+	}
+	if _, known := c.Tool(tool); !known && c.State() == api.StateReady {
+		return "tool", toolHint(c, tool)
+	}
+	return "", ""
 }

@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+)
+
+// exitCase is one command line and the exit code the README's table
+// promises for it.
+type exitCase struct {
+	args []string
+	want int
+	// stderr, when set, must appear in the error output.
+	stderr string
+}
+
+func runExitCases(t *testing.T, e *env, situation string, cases []exitCase) {
+	t.Helper()
+	for _, c := range cases {
+		r := e.run(c.args...)
+		if r.code != c.want {
+			t.Errorf("%s: want exit %d\n%s", situation, c.want, r)
+			continue
+		}
+		if c.stderr != "" && !strings.Contains(r.stderr, c.stderr) {
+			t.Errorf("%s: stderr lacks %q\n%s", situation, c.stderr, r)
+		}
+	}
+}
+
+// TestExitCodeTable drives every command through each situation of the
+// exit-code table (README "Exit codes", 'mcpx help exit-codes') against a
+// real proxyd: a ready fixture, a server that cannot connect, and none.
+func TestExitCodeTable(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	broken := "http://" + freeAddr(t) + "/mcp" // nothing listens there
+	config := fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fixture\n    url: %s\n  - name: broken\n    url: %s\n", fx.URL(), broken)
+
+	// Without proxyd: every command that needs it exits 3.
+	down := newEnv(t)
+	down.writeConfig(config)
+	runExitCases(t, down, "proxyd not running", []exitCase{
+		{args: []string{"status"}, want: 3, stderr: "mcpx up"},
+		{args: []string{"reload"}, want: 3},
+		{args: []string{"tools"}, want: 3},
+		{args: []string{"call", "fixture", "echo", "text=x"}, want: 3},
+		{args: []string{"drill", "session", "fixture"}, want: 3},
+		{args: []string{"drill", "refresh", "fixture"}, want: 3},
+		{args: []string{"login", "fixture"}, want: 3},
+		{args: []string{"logout", "fixture"}, want: 3},
+		{args: []string{"connect-info"}, want: 3},
+		{args: []string{"activity", "follow"}, want: 3},
+	})
+
+	e := newEnv(t)
+	e.writeConfig(config)
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	e.waitServer("broken", api.StateError)
+
+	runExitCases(t, e, "success", []exitCase{
+		{args: []string{"status"}, want: 0},
+		{args: []string{"tools", "fixture"}, want: 0},
+		{args: []string{"call", "fixture", "echo", "text=x"}, want: 0},
+		{args: []string{"health", "fixture"}, want: 0},
+		{args: []string{"help", "exit-codes"}, want: 0},
+		{args: []string{"completion"}, want: 0},
+	})
+
+	// One code for "no such server" (and tool), with a did-you-mean.
+	runExitCases(t, e, "no such server", []exitCase{
+		{args: []string{"tools", "fixtur"}, want: 8, stderr: `did you mean "fixture"?`},
+		{args: []string{"call", "fixtur", "echo", "text=x"}, want: 8, stderr: `did you mean "fixture"?`},
+		{args: []string{"health", "nope"}, want: 8},
+		{args: []string{"login", "nope"}, want: 8},
+		{args: []string{"logout", "nope"}, want: 8},
+		{args: []string{"drill", "session", "nope"}, want: 8},
+		{args: []string{"drill", "refresh", "nope"}, want: 8},
+		{args: []string{"servers", "remove", "fixtur"}, want: 8, stderr: `did you mean "fixture"?`},
+		{args: []string{"probe", "nope"}, want: 8},
+		{args: []string{"call", "fixture", "ech", "text=x"}, want: 8, stderr: `did you mean "echo"?`},
+		{args: []string{"activity", "show", "999999"}, want: 8},
+	})
+
+	runExitCases(t, e, "usage", []exitCase{
+		{args: []string{"statsu"}, want: 2, stderr: `did you mean "status"?`},
+		{args: []string{"drill", "sesion", "fixture"}, want: 2, stderr: `did you mean "session"?`},
+		{args: []string{"tools", "--outptu", "json"}, want: 2, stderr: "unknown flag --outptu"},
+		{args: []string{"tools", "--outptu", "json"}, want: 2, stderr: "did you mean --output?"},
+		{args: []string{"status", "--bogus"}, want: 2},
+		{args: []string{"reload", "--bogus"}, want: 2},
+		{args: []string{"health", "-o", "xml"}, want: 2},
+		{args: []string{"call", "fixture", "echo", "notkv"}, want: 2},
+		{args: []string{"servers", "add", "b@d", "https://example.test/mcp"}, want: 2},
+		{args: []string{"servers", "add", "fixture", fx.URL()}, want: 2, stderr: "already exists"},
+		{args: []string{"servers", "add", "ftp", "ftp://example.test/mcp"}, want: 2},
+		{args: []string{"servers", "add", "noscheme", "example.test/mcp"}, want: 2, stderr: "no scheme"},
+		{args: []string{"drill", "session", "fixture", "--calls", "0"}, want: 2},
+		{args: []string{"completion", "tcsh"}, want: 2},
+	})
+
+	runExitCases(t, e, "the upstream failed", []exitCase{
+		{args: []string{"call", "broken", "echo", "text=x"}, want: 4},
+	})
+	runExitCases(t, e, "not signed in", []exitCase{
+		{args: []string{"drill", "refresh", "broken"}, want: 6, stderr: "mcpx login broken"},
+	})
+	runExitCases(t, e, "drill cannot run / unhealthy", []exitCase{
+		{args: []string{"drill", "session", "broken"}, want: 9, stderr: "cannot run"},
+		{args: []string{"health", "broken"}, want: 9},
+		{args: []string{"health"}, want: 9},
+	})
+
+	// A ready server whose calls all fail is unhealthy too.
+	id, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Status: 502})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 7 {
+		if r := e.run("call", "fixture", "echo", "text=x"); r.code != 4 {
+			t.Fatalf("a call answered 502: want exit 4\n%s", r)
+		}
+	}
+	fx.RemoveFault(id)
+	runExitCases(t, e, "7 of 7 calls failed", []exitCase{
+		{args: []string{"health", "fixture"}, want: 9, stderr: "fixture is degraded"},
+	})
+
+	// An invalid config file: reload keeps the running one and exits 7.
+	e.writeConfig("servers: [\n")
+	runExitCases(t, e, "invalid config", []exitCase{
+		{args: []string{"reload"}, want: 7},
+	})
+	e.writeConfig(config)
+}
