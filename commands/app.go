@@ -78,7 +78,7 @@ func New(stdout, stderr io.Writer) *cli.App {
 		Version:                Version,
 		// The help command is ours (help topics), so urfave/cli adds no
 		// --help flag of its own at the top.
-		Flags:                  append(slices.Clip(globalFlags), cli.HelpFlag),
+		Flags:                  append(slices.Clip(globalFlags), cli.HelpFlag, cli.VersionFlag),
 		Commands:               cmds,
 		EnableBashCompletion:   true,
 		UseShortOptionHandling: false,

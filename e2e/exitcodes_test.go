@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,7 +65,12 @@ func TestExitCodeTable(t *testing.T) {
 	e.waitServer("fixture", api.StateReady)
 	e.waitServer("broken", api.StateError)
 
+	argsFile := filepath.Join(e.dir, "args.json")
+	if err := os.WriteFile(argsFile, []byte(`{"a": 40, "b": 2}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	runExitCases(t, e, "success", []exitCase{
+		{args: []string{"call", "fixture", "add", "@" + argsFile}, want: 0},
 		{args: []string{"status"}, want: 0},
 		{args: []string{"tools", "fixture"}, want: 0},
 		{args: []string{"call", "fixture", "echo", "text=x"}, want: 0},
@@ -95,6 +103,10 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"reload", "--bogus"}, want: 2},
 		{args: []string{"health", "-o", "xml"}, want: 2},
 		{args: []string{"call", "fixture", "echo", "notkv"}, want: 2},
+		{args: []string{"call", "fixture", "add", "a=1", "a=2"}, want: 2, stderr: `argument "a" is given twice`},
+		{args: []string{"call", "fixture", "add", "a=x", "b=2"}, want: 2, stderr: "a: got string, want number"},
+		{args: []string{"call", "fixture", "add", "b=2"}, want: 2, stderr: "error_class=proxy_policy fault_domain=client"},
+		{args: []string{"call", "fixture", "add", "@" + e.dir + "/missing.json"}, want: 2},
 		{args: []string{"servers", "add", "b@d", "https://example.test/mcp"}, want: 2},
 		{args: []string{"servers", "add", "fixture", fx.URL()}, want: 2, stderr: "already exists"},
 		{args: []string{"servers", "add", "ftp", "ftp://example.test/mcp"}, want: 2},
@@ -136,4 +148,16 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"reload"}, want: 7},
 	})
 	e.writeConfig(config)
+}
+
+// TestCallArgumentsFromStdin: '-' reads the JSON arguments from stdin.
+func TestCallArgumentsFromStdin(t *testing.T) {
+	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
+	cmd := exec.Command(mcpxBin, append(e.globals(), "call", "fixture", "add", "-")...)
+	cmd.Env = e.environ()
+	cmd.Stdin = strings.NewReader(`{"a": 40, "b": 2}`)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "42") {
+		t.Fatalf("mcpx call fixture add - (stdin {a:40,b:2}): %v\n%s", err, out)
+	}
 }

@@ -37,6 +37,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		defer cancel()
 	}
 	missing, hint := d.callTarget(req.Server, req.Tool)
+	ctx = withSchemaCheck(ctx)
 	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
 	resp := api.CallResponse{
 		RequestID: out.RequestID, Server: req.Server, Tool: req.Tool,

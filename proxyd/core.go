@@ -72,6 +72,8 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 			out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("server %q has no tool %q (see 'mcpx tools %s')", srv, tool, srv)}
 		} else if len(args) > 0 && !validArgs(args) {
 			out.Err = &callerr.RefusedError{Reason: "arguments must be a JSON object"}
+		} else if err := checkArgs(ctx, conn, tool, args); err != nil {
+			out.Err = err
 		} else {
 			if transport != config.TransportStreamableHTTP && transport != config.TransportSSE {
 				// HTTP transports mark dispatch when a request really goes out.
