@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -115,7 +116,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 		Tool:               tool,
 		DurationMS:         float64(out.Duration.Microseconds()) / 1000,
 		Status:             status,
-		Error:              callerr.Redact(callerr.StripControl(errText)),
+		Error:              redact.Text(errText),
 		ErrorClass:         out.Class.Class,
 		FaultDomain:        out.Class.Domain,
 		UpstreamHTTPStatus: out.Class.HTTPStatus,
@@ -177,7 +178,7 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 func (d *Daemon) CallTool(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (*mcp.CallToolResult, error) {
 	out := d.call(ctx, srv, tool, args, meta)
 	if out.Err != nil {
-		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+		msg := redact.Text(out.Err.Error())
 		return mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)), nil
 	}
 	return out.Result.Typed()
@@ -206,7 +207,7 @@ func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResou
 func (d *Daemon) CallToolRaw(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (json.RawMessage, error) {
 	out := d.call(ctx, srv, tool, args, meta)
 	if out.Err != nil {
-		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+		msg := redact.Text(out.Err.Error())
 		return json.Marshal(mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)))
 	}
 	return out.Result.Raw, nil

@@ -19,15 +19,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/mcpx-dev/mcpx/internal/discovery"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -78,7 +77,6 @@ type Daemon struct {
 	shutdown chan struct{}
 	shutOnce sync.Once
 
-	syncMu   sync.Mutex
 	syncTick chan struct{}
 }
 
@@ -100,10 +98,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.cfg = cfg
 	d.logWarnings(cfg)
-	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
-		return fmt.Errorf("creating state dir: %w", err)
+	if err := privateDir(opts.StateDir, "state directory", "--state-dir", "the MCP bearer token or the database"); err != nil {
+		return err
 	}
-	_ = os.Chmod(opts.StateDir, 0o700)
 
 	// The socket comes first: a second daemon must fail before it touches
 	// the database or the listen port.
@@ -116,7 +113,7 @@ func Run(ctx context.Context, opts Options) error {
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
 	}
-	if d.db, err = store.Open(filepath.Join(opts.StateDir, DBFile)); err != nil {
+	if d.db, err = openState(ctx, cfg, opts.StateDir); err != nil {
 		return err
 	}
 	defer d.db.Close()
@@ -125,7 +122,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.metrics = newMetrics()
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version: opts.Version,
@@ -138,6 +135,8 @@ func Run(ctx context.Context, opts Options) error {
 		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
 	d.down = downstream.New(d, opts.Version, d.log)
+	// The re-init counter lives on each connection; metrics read it there.
+	d.metrics.trackReinits(d.mgr.List)
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)
@@ -286,7 +285,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 		return nil, err
 	}
 	d.logWarnings(cfg)
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
 	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {
@@ -345,10 +344,8 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			w.log.Debug("upstream stderr", "server", w.server, "line", callerr.StripControl(callerr.Redact(line)))
+			w.log.Debug("upstream stderr", "server", w.server, "line", redact.Text(line))
 		}
 	}
 	return len(p), nil
 }
-
-var _ = prometheus.NewRegistry

@@ -12,6 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/discovery"
+	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
 // Config is the whole file.
@@ -19,6 +22,7 @@ type Config struct {
 	Listen   string         `yaml:"listen,omitempty" json:"listen,omitempty"` // downstream MCP endpoint, loopback host:port; default DefaultListen
 	Activity ActivityConfig `yaml:"activity,omitempty" json:"activity,omitzero"`
 	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
+	State    StateConfig    `yaml:"state,omitempty" json:"state,omitzero"`
 
 	// src locates parsed values for Validate; empty for a Config built in code.
 	src *source
@@ -28,6 +32,34 @@ type Config struct {
 type ActivityConfig struct {
 	MaxAge  Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`   // retention by age, default DefaultActivityMaxAge
 	MaxRows int      `yaml:"max_rows,omitempty" json:"max_rows,omitempty"` // retention by count, default DefaultActivityMaxRows
+}
+
+// StateConfig chooses where proxyd keeps its state. Empty: the SQLite
+// file in the state dir.
+type StateConfig struct {
+	// Postgres is a PostgreSQL DSN shared by replicas. A password may
+	// appear only as a ${env:NAME} or ${file:PATH} reference (or come from
+	// PGPASSWORD or a passfile); MCPX_STATE_DSN overrides it.
+	Postgres string `yaml:"postgres,omitempty" json:"postgres,omitempty"`
+}
+
+// EnvStateDSN overrides state.postgres.
+const EnvStateDSN = "MCPX_STATE_DSN"
+
+// StateDSN is the PostgreSQL DSN proxyd uses, references resolved, or ""
+// for the SQLite default.
+func (c *Config) StateDSN() (string, error) {
+	if v := os.Getenv(EnvStateDSN); v != "" {
+		return v, nil
+	}
+	if c.State.Postgres == "" {
+		return "", nil
+	}
+	dsn, err := secretref.Expand(c.State.Postgres)
+	if err != nil {
+		return "", fmt.Errorf("state.postgres: %w", err)
+	}
+	return dsn, nil
 }
 
 // Server is one upstream MCP server: either remote (URL) or a local child
@@ -73,6 +105,20 @@ type OAuth struct {
 	AllowMissingPKCEMethods bool     `yaml:"allow_missing_pkce_methods,omitempty" json:"allow_missing_pkce_methods,omitempty"` // proceed with S256 when the AS omits code_challenge_methods_supported
 }
 
+// Overrides are the OAuth discovery overrides these settings configure;
+// none for a nil OAuth.
+func (o *OAuth) Overrides() discovery.Overrides {
+	if o == nil {
+		return discovery.Overrides{}
+	}
+	return discovery.Overrides{
+		AuthorizationEndpoint: o.AuthorizationEndpoint,
+		TokenEndpoint:         o.TokenEndpoint,
+		RegistrationEndpoint:  o.RegistrationEndpoint,
+		AuthServerMetadataURL: o.AuthServerMetadataURL,
+	}
+}
+
 // DefaultListen is the downstream MCP endpoint when the file sets none.
 const DefaultListen = "127.0.0.1:7861"
 
@@ -99,9 +145,6 @@ const (
 	ProtocolLegacy = "legacy"
 	ProtocolModern = "modern"
 )
-
-// Redacted replaces secret values when a server is printed.
-const Redacted = "[redacted]"
 
 // DefaultPath is $XDG_CONFIG_HOME/mcpx/config.yaml, else
 // ~/.config/mcpx/config.yaml.
@@ -236,48 +279,4 @@ func (s *Server) ResponseLimit() int64 {
 		return DefaultMaxResponseBytes
 	}
 	return int64(s.MaxResponseBytes)
-}
-
-// Redacted returns a copy safe to print: header values, the client secret,
-// environment values and token-like URL query values are replaced by
-// "[redacted]".
-func (s Server) Redacted() Server {
-	out := s
-	out.URL = redactURL(s.URL)
-	out.Headers = redactMap(s.Headers)
-	out.Env = redactMap(s.Env)
-	if s.Prefix != nil {
-		p := *s.Prefix
-		out.Prefix = &p
-	}
-	if s.Args != nil {
-		out.Args = append([]string(nil), s.Args...)
-	}
-	if s.TLS != nil {
-		t := *s.TLS
-		out.TLS = &t
-	}
-	if s.OAuth != nil {
-		o := *s.OAuth
-		if o.ClientSecret != "" {
-			o.ClientSecret = Redacted
-		}
-		o.Scopes = append([]string(nil), s.OAuth.Scopes...)
-		if s.OAuth.Scopes == nil {
-			o.Scopes = nil
-		}
-		out.OAuth = &o
-	}
-	return out
-}
-
-func redactMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k := range m {
-		out[k] = Redacted
-	}
-	return out
 }

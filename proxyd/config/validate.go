@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
 var (
@@ -43,6 +46,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Activity.MaxRows < 0 {
 		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
+	}
+	if c.State.Postgres != "" {
+		if err := checkStateDSN(c.State.Postgres); err != nil {
+			v.add("state.postgres", err.Error(),
+				"keep the password out of the file: postgres://USER@HOST/DB with PGPASSWORD set, or postgres://USER:${env:PGPASSWORD}@HOST/DB, or the whole DSN as ${file:/run/secrets/mcpx-dsn}")
+		}
 	}
 	firstByName := map[string]int{}
 	for i := range c.Servers {
@@ -410,6 +419,37 @@ func ValidateEndpointURL(field, raw string) error {
 		return bad("must not have a query")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return bad("must not have a fragment")
+	}
+	return nil
+}
+
+// checkStateDSN refuses a DSN that carries a password inline; references
+// are fine.
+func checkStateDSN(raw string) error {
+	if err := secretref.Check(raw); err != nil {
+		return fmt.Errorf("state.postgres: %w", err)
+	}
+	lit := secretref.Strip(raw)
+	if strings.HasPrefix(lit, "postgres://") || strings.HasPrefix(lit, "postgresql://") {
+		u, err := url.Parse(lit)
+		if err != nil {
+			if secretref.Has(raw) {
+				return nil // the reference completes it
+			}
+			return errors.New("state.postgres is not a valid postgres:// URL")
+		}
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			return errors.New("state.postgres must not contain a password")
+		}
+		if u.Query().Get("password") != "" {
+			return errors.New("state.postgres must not contain a password")
+		}
+		return nil
+	}
+	for _, kv := range strings.Fields(lit) {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == "password" && strings.Trim(v, "'") != "" {
+			return errors.New("state.postgres must not contain a password")
+		}
 	}
 	return nil
 }

@@ -8,33 +8,37 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/retryafter"
 )
 
-// Refresh outcomes: the values of the outcome label of the refresh
-// counter and of the class logged for every flight.
+// Outcome is how a refresh ended: the outcome label of the refresh counter
+// and the class logged for every flight.
+type Outcome string
+
+// Refresh outcomes.
 const (
-	OutcomeSuccess                = "success"
-	OutcomeInvalidGrant           = "failed_invalid_grant"
-	OutcomeInvalidClient          = "failed_invalid_client"
-	OutcomeUnauthorizedClient     = "failed_unauthorized_client"
-	OutcomeUnsupportedGrantType   = "failed_unsupported_grant_type"
-	OutcomeInvalidScope           = "failed_invalid_scope"
-	OutcomeServerError            = "failed_server_error"
-	OutcomeTemporarilyUnavailable = "failed_temporarily_unavailable"
-	OutcomeRateLimited            = "failed_rate_limited"
-	OutcomeNetwork                = "failed_network"
-	OutcomeOther                  = "failed_other"
+	OutcomeSuccess                Outcome = "success"
+	OutcomeInvalidGrant           Outcome = "failed_invalid_grant"
+	OutcomeInvalidClient          Outcome = "failed_invalid_client"
+	OutcomeUnauthorizedClient     Outcome = "failed_unauthorized_client"
+	OutcomeUnsupportedGrantType   Outcome = "failed_unsupported_grant_type"
+	OutcomeInvalidScope           Outcome = "failed_invalid_scope"
+	OutcomeServerError            Outcome = "failed_server_error"
+	OutcomeTemporarilyUnavailable Outcome = "failed_temporarily_unavailable"
+	OutcomeRateLimited            Outcome = "failed_rate_limited"
+	OutcomeNetwork                Outcome = "failed_network"
+	OutcomeOther                  Outcome = "failed_other"
 )
 
 // Outcomes lists every outcome label, for pre-initialising counters.
-var Outcomes = []string{OutcomeSuccess, OutcomeInvalidGrant, OutcomeInvalidClient, OutcomeUnauthorizedClient,
+var Outcomes = []Outcome{OutcomeSuccess, OutcomeInvalidGrant, OutcomeInvalidClient, OutcomeUnauthorizedClient,
 	OutcomeUnsupportedGrantType, OutcomeInvalidScope, OutcomeServerError, OutcomeTemporarilyUnavailable,
 	OutcomeRateLimited, OutcomeNetwork, OutcomeOther}
 
@@ -42,7 +46,7 @@ var Outcomes = []string{OutcomeSuccess, OutcomeInvalidGrant, OutcomeInvalidClien
 // Error text is Msg, which never contains a credential; Err is the cause
 // for errors.Is/As and must not be printed.
 type RefreshError struct {
-	Class      string // an Outcome* label
+	Class      Outcome
 	Terminal   bool   // retrying cannot help: the user must sign in again or fix config
 	Code       string // RFC 6749 §5.2 error code, when the server sent one
 	HTTPStatus int
@@ -73,13 +77,13 @@ func ClassifyRefreshError(err error, registered bool) *RefreshError {
 		out.Code = rerr.ErrorCode
 		if rerr.Response != nil {
 			out.HTTPStatus = rerr.Response.StatusCode
-			out.RetryAfter = parseRetryAfter(rerr.Response.Header.Get("Retry-After"), time.Now())
+			out.RetryAfter = retryafter.Parse(rerr.Response.Header.Get("Retry-After"), time.Now())
 		}
 		if out.Code == "" {
 			out.Code = codeFromBody(rerr.Body)
 		}
 		classifyCode(out)
-		out.Msg = refreshMessage(out, registered, Redact(rerr.ErrorDescription))
+		out.Msg = refreshMessage(out, registered, redact.Text(rerr.ErrorDescription))
 		return out
 	}
 	switch {
@@ -87,7 +91,7 @@ func ClassifyRefreshError(err error, registered bool) *RefreshError {
 		out.Class = OutcomeNetwork
 		out.Msg = "token endpoint unreachable: " + networkReason(err)
 	default:
-		out.Msg = "token refresh failed: " + Redact(err.Error())
+		out.Msg = "token refresh failed: " + redact.Text(err.Error())
 	}
 	return out
 }
@@ -159,12 +163,7 @@ func refreshMessage(e *RefreshError, registered bool, desc string) string {
 
 // sanitizeCode keeps an error code printable and short.
 func sanitizeCode(c string) string {
-	c = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, c)
+	c = strings.Join(strings.Fields(redact.Control(c)), " ")
 	if len(c) > 64 {
 		c = c[:64]
 	}
@@ -181,20 +180,6 @@ func codeFromBody(body []byte) string {
 		return v.Error
 	}
 	return ""
-}
-
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now).Round(time.Second)
-	}
-	return 0
 }
 
 func isNetwork(err error) bool {
@@ -227,51 +212,7 @@ func networkReason(err error) string {
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Err != nil {
-		return Redact(oe.Err.Error())
+		return redact.Text(oe.Err.Error())
 	}
 	return "network error"
-}
-
-const redacted = "[REDACTED]"
-
-var secretPatterns = []*regexp.Regexp{
-	// form and query spellings: refresh_token=...
-	regexp.MustCompile(`(?i)((?:access_token|refresh_token|id_token|client_secret|code_verifier|code|password|assertion|client_assertion|token)=)[^&\s"']+`),
-	// JSON spellings: "refresh_token":"..."
-	regexp.MustCompile(`(?i)("(?:access_token|refresh_token|id_token|client_secret|code_verifier|code|password|assertion|token)"\s*:\s*")(?:[^"\\]|\\.)*"`),
-	// Authorization header values.
-	regexp.MustCompile(`(?i)\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]+=*`),
-}
-
-// Redact removes credentials from s: every given secret in its raw,
-// JSON-escaped and URL-escaped spellings, and anything that looks like a
-// token parameter, JSON token field or Authorization value.
-func Redact(s string, secrets ...string) string {
-	for _, sec := range secrets {
-		if len(sec) < 4 {
-			continue
-		}
-		for _, form := range spellings(sec) {
-			s = strings.ReplaceAll(s, form, redacted)
-		}
-	}
-	s = secretPatterns[0].ReplaceAllString(s, "${1}"+redacted)
-	s = secretPatterns[1].ReplaceAllString(s, `${1}`+redacted+`"`)
-	s = secretPatterns[2].ReplaceAllString(s, "${1} "+redacted)
-	return s
-}
-
-func spellings(sec string) []string {
-	out := []string{sec}
-	if j, err := json.Marshal(sec); err == nil {
-		if js := string(j[1 : len(j)-1]); js != sec {
-			out = append(out, js)
-		}
-	}
-	for _, e := range []string{url.QueryEscape(sec), url.PathEscape(sec)} {
-		if e != sec {
-			out = append(out, e)
-		}
-	}
-	return out
 }
