@@ -3,7 +3,6 @@ package upstream
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -34,37 +33,14 @@ func (r *CallResult) Typed() (*mcp.CallToolResult, error) {
 	return r.typed, r.err
 }
 
+// CallTool calls a tool with args (a JSON object or nil) for a caller
+// that takes no notifications or requests of the upstream (drills).
 func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) (*CallResult, error) {
-	if _, err := c.client(); err != nil {
-		return nil, err
-	}
-	// Counted under mu, so no call starts once close has begun waiting.
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		return nil, &ErrNotReady{Server: c.name, State: "closing"}
-	}
-	c.inflight.Add(1)
-	c.mu.Unlock()
-	defer c.inflight.Done()
 	params, err := callParams(name, args)
 	if err != nil {
 		return nil, err
 	}
-	before, known := c.Tool(name)
-	var raw json.RawMessage
-	err = c.withSession(ctx, c.callRule(before, known), func(ctx context.Context, cl *client.Client) error {
-		c.mu.RLock()
-		w := c.wire
-		c.mu.RUnlock()
-		var err error
-		raw, err = rawRequest(ctx, cl, w, string(mcp.MethodToolsCall), name, &before, params)
-		return err
-	})
-	var sr *SessionReestablishedError
-	if errors.As(err, &sr) {
-		sr.Tool = name
-	}
+	raw, err := c.Relay(ctx, &Exchange{Method: string(mcp.MethodToolsCall), Name: name, Params: params})
 	if err != nil {
 		return nil, err
 	}

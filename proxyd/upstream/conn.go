@@ -83,6 +83,9 @@ type Conn struct {
 	sid string
 	hc  *http.Client
 
+	// routes finds the relayed call a message of the upstream belongs to.
+	routes routes
+
 	// barrier is set while a session re-initialisation runs: new attempts
 	// wait for it to close (see session.go).
 	barrier atomic.Pointer[chan struct{}]

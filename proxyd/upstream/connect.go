@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -87,7 +88,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	var copts []client.ClientOption
+	copts := []client.ClientOption{client.WithClientCapabilities(relayedCapabilities())}
 	switch {
 	case c.legacyPinned():
 		copts = append(copts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION), client.WithLegacyProtocolOnly())
@@ -142,6 +143,11 @@ func (c *Conn) connect() (time.Duration, error) {
 		return ra.get(), err
 	}
 	cl.OnNotification(c.onNotification)
+	if b, ok := tr.(transport.BidirectionalInterface); ok {
+		// Requests of the upstream outside a relayed call's own stream go
+		// to the call they belong to (see routes).
+		b.SetRequestHandler(c.onServerRequest)
+	}
 	if era == EraModern && res.Capabilities.Tools != nil && res.Capabilities.Tools.ListChanged {
 		if _, err := cl.ListenAsync(c.ctx, mcp.SubscriptionFilter{ToolsListChanged: true, PromptsListChanged: true, ResourcesListChanged: true}, nil); err != nil {
 			c.opts.logger().Debug("subscriptions/listen not available", "server", c.name, "err", err)
@@ -212,11 +218,50 @@ func (c *Conn) fetchLists(ctx context.Context, cl *client.Client, w wire, caps m
 	return l, nil
 }
 
+// onNotification takes the upstream's notifications that arrive outside
+// a relayed call's own stream (stdio, the GET stream, subscriptions).
 func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
 	switch n.Method {
 	case string(mcp.MethodNotificationToolsListChanged), string(mcp.MethodNotificationPromptsListChanged),
 		string(mcp.MethodNotificationResourcesListChanged):
 		go c.refreshLists()
+		return
+	}
+	params, err := json.Marshal(n.Params)
+	if err != nil {
+		return
+	}
+	switch n.Method {
+	case string(mcp.MethodNotificationProgress):
+		if x := c.routes.byToken(progressToken(params)); x != nil && x.ex.Handler != nil {
+			x.ex.Handler.Notify(n.Method, params)
+		}
+		return
+	case string(mcp.MethodNotificationCancelled):
+		if id := cancelledID(params); id != "" {
+			c.routes.cancelAsk(id)
+		}
+		return
+	case string(mcp.MethodNotificationMessage):
+		// A log message belongs to the call in flight if there is only one.
+		if x := c.routes.only(func(x *exchange) bool { return x.ex.Handler != nil }); x != nil {
+			x.ex.Handler.Notify(n.Method, params)
+			return
+		}
+	}
+	c.opts.notify(c.name, n.Method, params)
+}
+
+// relayedCapabilities are what proxyd declares upstream: everything it can
+// relay to a client (each request goes to a client that declared it, or is
+// refused).
+func relayedCapabilities() mcp.ClientCapabilities {
+	return mcp.ClientCapabilities{
+		Roots: &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{},
+		Sampling:    &mcp.SamplingCapability{},
+		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 	}
 }
 

@@ -41,16 +41,31 @@ var (
 // wire is what every request on one connection carries besides its own
 // params: the negotiated protocol version and, in the modern era, the
 // _meta the library adds to every request (protocol version, client
-// capabilities, client info), encoded once per connection.
+// capabilities, client info), encoded once per connection, and its parts
+// for relayed requests, which carry the client's capabilities instead.
 type wire struct {
 	version string
 	meta    json.RawMessage
+
+	versionJSON, caps, info json.RawMessage
 }
+
+func (w wire) modern() bool { return w.meta != nil }
 
 func newWire(cl *client.Client, version string, info mcp.Implementation) (wire, error) {
 	w := wire{version: version}
 	if !mcp.IsModernProtocol(version) {
 		return w, nil
+	}
+	var err error
+	if w.versionJSON, err = json.Marshal(version); err != nil {
+		return w, fmt.Errorf("encoding request _meta: %w", err)
+	}
+	if w.caps, err = json.Marshal(cl.GetClientCapabilities()); err != nil {
+		return w, fmt.Errorf("encoding request _meta: %w", err)
+	}
+	if w.info, err = json.Marshal(info); err != nil {
+		return w, fmt.Errorf("encoding request _meta: %w", err)
 	}
 	meta, err := json.Marshal(map[string]any{
 		mcp.MetaKeyProtocolVersion:    version,
