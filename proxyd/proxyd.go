@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
@@ -66,6 +68,7 @@ type Daemon struct {
 	health   *health.Tracker
 	mgr      *upstream.Manager
 	down     *downstream.Server
+	relay    *relay.Relayer
 	metrics  *metrics
 	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
@@ -137,6 +140,8 @@ func Run(ctx context.Context, opts Options) error {
 		OnChange: func(string) { d.requestSync() },
 		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
+	d.relay = relay.New()
+	defer d.relay.Close()
 	d.down = downstream.New(d, opts.Version, d.log)
 
 	listen := cfg.ListenAddr()

@@ -49,7 +49,7 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 				return
 			}
 		}
-		if s.fastCall(w, r, client) {
+		if s.relay(w, r, client) {
 			return
 		}
 		next.ServeHTTP(w, r)

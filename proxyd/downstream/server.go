@@ -16,6 +16,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // CacheTTLMillis is the freshness proxyd gives its own listings: every
@@ -73,6 +74,7 @@ type Server struct {
 	// tool names (both shared with the fast path).
 	sessions *sessionIDs
 	table    atomic.Pointer[routes]
+	asks     asks
 
 	mu        sync.Mutex
 	toolSig   string
@@ -88,14 +90,15 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 		server.WithPromptCapabilities(true),
 		server.WithResourceCapabilities(false, true),
 		server.WithLogging(),
+		server.WithCompletions(),
 		server.WithRecovery(),
 		server.WithCacheHints(CacheTTLMillis, mcp.CacheScopePrivate),
 		server.WithInstructions("mcpx proxyd: tools of each upstream server are named <server>__<tool>."),
 	}
+	hooks := &server.Hooks{}
 	// A call to a tool no upstream offers is refused by the library before
 	// any handler runs; it still belongs in the activity log.
 	if rr, ok := backend.(UnknownToolRecorder); ok {
-		hooks := &server.Hooks{}
 		hooks.AddOnError(func(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
 			if method != mcp.MethodToolsCall || !errors.Is(err, server.ErrToolNotFound) {
 				return
@@ -104,14 +107,44 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 				rr.RecordUnknownTool(ctx, req.Params.Name, CallMeta{Client: clientOf(ctx)})
 			}
 		})
-		opts = append(opts, server.WithHooks(hooks))
 	}
+	// What a legacy client declared and its log level are the session's,
+	// for the requests proxyd relays on it.
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if sess := s.sessionOf(ctx); sess != nil {
+			raw, _ := json.Marshal(req.Params.Capabilities)
+			sess.setCaps(relay.ParseCaps(raw))
+		}
+	})
+	hooks.AddAfterSetLevel(func(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+		if sess := s.sessionOf(ctx); sess != nil {
+			sess.setLevel(string(req.Params.Level))
+		}
+		if lv, ok := backend.(LevelSetter); ok {
+			lv.SetLevel(string(req.Params.Level))
+		}
+	})
+	opts = append(opts, server.WithHooks(hooks))
 	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList,
 		mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead, mcp.MethodServerDiscover} {
 		opts = append(opts, server.WithMethodCacheHints(m, CacheTTLMillis, mcp.CacheScopePrivate))
 	}
 	s.mcp = server.NewMCPServer("mcpx-proxyd", version, opts...)
 	return s
+}
+
+// LevelSetter is implemented by backends that pass a client's
+// logging/setLevel on to the upstreams.
+type LevelSetter interface {
+	SetLevel(level string)
+}
+
+// sessionOf is the legacy session of a request the library handles.
+func (s *Server) sessionOf(ctx context.Context) *session {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
+		return s.sessions.get(cs.SessionID())
+	}
+	return nil
 }
 
 // MCPServer exposes the underlying server (tests, stdio bridge).
@@ -128,15 +161,16 @@ func (s *Server) Sync() {
 	var templates []server.ServerResourceTemplate
 	var tsig, psig, rsig strings.Builder
 	seenURI := map[string]bool{}
-	table := routes{}
+	table := newRoutes()
 	for _, u := range ups {
 		for _, t := range u.Tools {
 			if mcp.ValidateParamHeaderAnnotations(&t) != nil {
 				continue // the library panics on such a tool; upstream drops them first
 			}
 			exposed := ExposedName(u.Name, t.Name)
-			table[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern,
-				paramHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}
+			def := t
+			table.tools[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern,
+				paramHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0, def: &def}
 			tool := t
 			tool.Name = exposed
 			b, _ := json.Marshal(tool)
@@ -145,6 +179,7 @@ func (s *Server) Sync() {
 		}
 		for _, p := range u.Prompts {
 			exposed := ExposedName(u.Name, p.Name)
+			table.prompts[exposed] = promptRoute{server: u.Name, name: p.Name}
 			prompt := p
 			prompt.Name = exposed
 			b, _ := json.Marshal(prompt)
@@ -156,11 +191,15 @@ func (s *Server) Sync() {
 				continue // first server wins a URI two servers share
 			}
 			seenURI[r.URI] = true
+			table.resources[r.URI] = u.Name
 			b, _ := json.Marshal(r)
 			rsig.Write(b)
 			resources = append(resources, server.ServerResource{Resource: r, Handler: s.resourceHandler(u.Name)})
 		}
 		for _, rt := range u.Templates {
+			if rt.URITemplate != nil && rt.URITemplate.Template != nil {
+				table.templates = append(table.templates, templateRoute{server: u.Name, template: rt.URITemplate.Raw(), uri: rt.URITemplate})
+			}
 			b, _ := json.Marshal(rt)
 			rsig.Write(b)
 			server := u.Name
@@ -171,7 +210,7 @@ func (s *Server) Sync() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.table.Store(&table)
+	s.table.Store(table)
 	if sig := tsig.String(); sig != s.toolSig {
 		s.toolSig = sig
 		s.mcp.SetTools(tools...)

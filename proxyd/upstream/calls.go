@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -22,6 +24,13 @@ type CallResult struct {
 	err   error
 }
 
+// NewCallResult wraps a tools/call result as it came; isError is read
+// from its top level without decoding the rest.
+func NewCallResult(raw json.RawMessage) *CallResult {
+	v, _ := relay.Member(raw, "isError")
+	return &CallResult{Raw: raw, IsError: string(v) == "true"}
+}
+
 // Typed decodes the result for the MCP library.
 func (r *CallResult) Typed() (*mcp.CallToolResult, error) {
 	r.once.Do(func() {
@@ -36,7 +45,7 @@ func (r *CallResult) Typed() (*mcp.CallToolResult, error) {
 // CallTool calls a tool with args (a JSON object or nil) for a caller
 // that takes no notifications or requests of the upstream (drills).
 func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) (*CallResult, error) {
-	params, err := callParams(name, args)
+	params, err := CallParams(name, args)
 	if err != nil {
 		return nil, err
 	}
@@ -44,15 +53,7 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 	if err != nil {
 		return nil, err
 	}
-	// One cheap pass: the result must be an object, and isError decides
-	// the classification.
-	var head struct {
-		IsError bool `json:"isError"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return nil, fmt.Errorf("decoding tools/call result: %w", err)
-	}
-	return &CallResult{Raw: raw, IsError: head.IsError}, nil
+	return NewCallResult(raw), nil
 }
 
 // GetPrompt forwards prompts/get (retried once after a re-established session).
@@ -108,4 +109,49 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 		c.opts.changed(c.name)
 	}
 	return tools, nil
+}
+
+// logLevels orders the log levels of logging/setLevel (RFC 5424).
+var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// WantLevel makes a legacy upstream send log messages at level or above:
+// its session has one level for all of proxyd's clients, so it gets the
+// most verbose level any client asked for, and each client's messages are
+// filtered to its own. Modern upstreams take the level with each request.
+func (c *Conn) WantLevel(ctx context.Context, level string) {
+	rank, ok := logLevels[level]
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	cur, set := logLevels[c.level]
+	if set && cur <= rank {
+		c.mu.Unlock()
+		return
+	}
+	c.level = level
+	c.mu.Unlock()
+	c.applyLevel(ctx)
+}
+
+// applyLevel sends the wanted level to a legacy upstream that logs (after
+// a change, a connect or a re-established session).
+func (c *Conn) applyLevel(ctx context.Context) {
+	c.mu.RLock()
+	level, era, logs := c.level, c.era, c.caps.Logging != nil
+	c.mu.RUnlock()
+	if level == "" || era != EraLegacy || !logs {
+		return
+	}
+	params, _ := json.Marshal(map[string]string{"level": level})
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		w := c.wire
+		c.mu.RUnlock()
+		_, err := rawRequest(ctx, cl, w, string(mcp.MethodSetLogLevel), "", nil, params)
+		return err
+	})
+	if err != nil {
+		c.opts.logger().Warn("setting the upstream's log level", "server", c.name, "level", level, "err", err)
+	}
 }

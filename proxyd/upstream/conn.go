@@ -85,6 +85,8 @@ type Conn struct {
 
 	// routes finds the relayed call a message of the upstream belongs to.
 	routes routes
+	// level is the log level proxyd's clients asked for (legacy era).
+	level string
 
 	// barrier is set while a session re-initialisation runs: new attempts
 	// wait for it to close (see session.go).
@@ -162,6 +164,9 @@ func (c *Conn) Era() string {
 	defer c.mu.RUnlock()
 	return c.era
 }
+
+// Modern reports whether the server speaks the modern (session-less) era.
+func (c *Conn) Modern() bool { return c.Era() == EraModern }
 
 // Tools is the current tool list.
 func (c *Conn) Tools() []Tool {

@@ -164,6 +164,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
 	c.mu.Unlock()
 	c.setState(api.StateReady, "")
+	go c.reapplyLevel()
 	c.opts.logger().Info("upstream ready", "server", c.name, "era", era, "protocol", version,
 		"server_name", res.ServerInfo.Name, "tools", len(lists.tools))
 	return 0, nil
@@ -290,4 +291,11 @@ func (c *Conn) refreshLists() {
 	c.tools, c.prompts, c.resources, c.templates = l.tools, l.prompts, l.resources, l.templates
 	c.mu.Unlock()
 	c.opts.changed(c.name)
+}
+
+// reapplyLevel gives a new session the log level proxyd's clients want.
+func (c *Conn) reapplyLevel() {
+	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
+	defer cancel()
+	c.applyLevel(ctx)
 }

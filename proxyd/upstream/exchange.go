@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -19,45 +21,12 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
-// Exchange is one request relayed to the upstream on a client's behalf:
-// its params pass as the client sent them, and what the upstream sends
-// back for it (notifications, requests of its own) goes to Handler.
-type Exchange struct {
-	Method string
-	// Name is what the Mcp-Name header carries: the tool or prompt name or
-	// the resource URI ("" for methods without one).
-	Name string
-	// Params is the request's params as a JSON object without _meta (nil:
-	// none); the exchange adds _meta for the upstream's era.
-	Params json.RawMessage
-	// Meta holds the client's own _meta members to pass on, as a JSON
-	// object (nil: none). The era's keys and progressToken are not in it.
-	Meta json.RawMessage
-	// Progress: the client asked for progress; proxyd issues a token of its
-	// own upstream and Handler gets the notifications with that token.
-	Progress bool
-	// ClientCaps are the client's capabilities (JSON), told to a modern
-	// upstream; nil means proxyd's own.
-	ClientCaps json.RawMessage
-	// LogLevel is the client's log level, told to a modern upstream.
-	LogLevel string
-	// Handler receives what the upstream sends for this request; nil drops
-	// notifications and refuses the upstream's requests.
-	Handler Handler
-}
-
-// Handler is the client side of one exchange.
-type Handler interface {
-	// Notify passes a notification of the upstream for this request. A
-	// progress notification still carries proxyd's token.
-	Notify(method string, params json.RawMessage)
-	// Accepts reports whether the client can answer a request of method
-	// (it declared the capability).
-	Accepts(method string) bool
-	// Ask puts the upstream's request to the client and returns the
-	// client's result, or an *RPCError to answer with.
-	Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
-}
+// Exchange and Handler are the relay's: one request relayed to the
+// upstream and the client side that takes what the upstream sends for it.
+type (
+	Exchange = relay.Exchange
+	Handler  = relay.Handler
+)
 
 // Method-not-found: the answer to a request the client cannot take.
 const codeMethodNotFound = mcp.METHOD_NOT_FOUND
@@ -180,6 +149,9 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 	c.mu.Unlock()
 	defer c.inflight.Done()
 
+	if ex.LogLevel != "" && !c.Modern() {
+		c.WantLevel(ctx, ex.LogLevel)
+	}
 	x := &exchange{ex: ex, ctx: ctx, started: time.Now()}
 	if ex.Progress {
 		x.token = "mcpx-p-" + strconv.FormatInt(progressIDs.Add(1), 10)

@@ -96,7 +96,7 @@ func everythingBoth(t *testing.T) map[string]*Conn {
 }
 
 func callExchange(name string, args string, h Handler, progress bool) *Exchange {
-	params, _ := callParams(name, json.RawMessage(args))
+	params, _ := CallParams(name, json.RawMessage(args))
 	return &Exchange{Method: string(mcp.MethodToolsCall), Name: name, Params: params, Handler: h, Progress: progress}
 }
 

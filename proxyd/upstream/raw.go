@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -22,15 +24,7 @@ var rawIDs atomic.Int64
 
 // RPCError is a JSON-RPC error answered by the upstream, code kept (mcp-go
 // turns non-standard codes into plain text).
-type RPCError struct {
-	Code    int
-	Message string
-	Data    json.RawMessage
-}
-
-func (e *RPCError) Error() string {
-	return fmt.Sprintf("upstream answered JSON-RPC error %d: %s", e.Code, e.Message)
-}
+type RPCError = relay.RPCError
 
 // The standard headers, in canonical form.
 var (
@@ -135,8 +129,8 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 	return append(out, '}')
 }
 
-// callParams encodes the params of a tools/call.
-func callParams(name string, args json.RawMessage) (json.RawMessage, error) {
+// CallParams encodes the params of a tools/call.
+func CallParams(name string, args json.RawMessage) (json.RawMessage, error) {
 	n, err := json.Marshal(name)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the tool name: %w", err)

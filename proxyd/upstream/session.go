@@ -320,6 +320,7 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
 	c.mu.Unlock()
 	n := c.reinits.Add(1)
+	go c.reapplyLevel()
 	toolsChanged = !sameTools(oldTools, lists.tools)
 	c.opts.logger().Info("upstream session re-established", "server", c.name,
 		"old_session", prefix(stale), "new_session", prefix(newID), "reinits", n, "tools_changed", toolsChanged)
