@@ -345,3 +345,23 @@ func (d *Daemon) SetLevel(level string) {
 	}
 	wg.Wait()
 }
+
+// Subscribe implements downstream.Subscriber.
+func (d *Daemon) Subscribe(ctx context.Context, srv, uri string) error {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return fmt.Errorf("unknown server %q", srv)
+	}
+	return c.Subscribe(ctx, uri)
+}
+
+// Unsubscribe implements downstream.Subscriber.
+func (d *Daemon) Unsubscribe(srv, uri string) {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.Unsubscribe(ctx, uri)
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -138,7 +139,12 @@ func Run(ctx context.Context, opts Options) error {
 			d.bearerWrapper,
 		},
 		OnChange: func(string) { d.requestSync() },
-		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
+		OnNotification: func(server, method string, params json.RawMessage) {
+			if d.down != nil {
+				d.down.Notify(server, method, params)
+			}
+		},
+		Stderr: func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
 	d.relay = relay.New()
 	defer d.relay.Close()
@@ -191,6 +197,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("proxyd stopping: draining in-flight calls")
 	d.requestShutdown()
 	endStreams()
+	d.down.EndStreams()
 	// Each phase has its own budget, so a slow one does not leave the
 	// next without time.
 	phase := func(name string, f func(context.Context) error) {

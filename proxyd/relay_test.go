@@ -49,7 +49,7 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 	u := &relayUpstream{}
 	s := server.NewMCPServer("relay-upstream", "1.0.0",
 		server.WithToolCapabilities(false), server.WithLogging(), server.WithPromptCapabilities(false),
-		server.WithResourceCapabilities(false, false), server.WithCompletions(),
+		server.WithResourceCapabilities(true, false), server.WithCompletions(),
 		server.WithPromptCompletionProvider(nameCompletions{}))
 	s.AddTool(mcp.NewTool("progress", mcp.WithReadOnlyHintAnnotation(true)), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		srv := server.ServerFromContext(ctx)
@@ -94,6 +94,10 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 		u.cancelled++
 		u.mu.Unlock()
 		return nil, ctx.Err()
+	})
+	s.AddTool(mcp.NewTool("touch"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		server.ServerFromContext(ctx).SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://static"})
+		return mcp.NewToolResultText("touched"), nil
 	})
 	s.AddTool(mcp.NewTool("rpcerror"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, errors.New("boom")
@@ -164,7 +168,12 @@ func (c *relayClient) notifications(method string) []mcp.JSONRPCNotification {
 func dialRelay(t *testing.T, td *testDaemon, version string, opts ...client.ClientOption) *relayClient {
 	t.Helper()
 	url, token := endpoint(t, td)
-	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token})}
+	if !mcp.IsModernProtocol(version) {
+		// A legacy client hears of resource updates on its GET stream.
+		topts = append(topts, transport.WithContinuousListening())
+	}
+	tr, err := transport.NewStreamableHTTP(url, topts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +184,8 @@ func dialRelay(t *testing.T, td *testDaemon, version string, opts ...client.Clie
 	rc := &relayClient{Client: client.NewClient(tr, opts...)}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := rc.Start(ctx); err != nil {
+	// Start's context bounds the client's GET stream: the client's life.
+	if err := rc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rc.Close() })
@@ -298,6 +308,32 @@ func TestRelayEveryEra(t *testing.T) {
 				waitfor.Cond(t, 10*time.Second, "the upstream to see the cancellation", func() (bool, string) {
 					return up.cancels() > before, fmt.Sprintf("%d cancellations", up.cancels()-before)
 				})
+			})
+			t.Run("resource subscription", func(t *testing.T) {
+				before := len(c.notifications(mcp.MethodNotificationResourceUpdated))
+				if mcp.IsModernProtocol(era.client) {
+					lctx, stop := context.WithCancel(ctx)
+					defer stop()
+					go func() { _ = c.Listen(lctx, mcp.SubscriptionFilter{ResourceSubscriptions: []string{"test://static"}}) }()
+					waitfor.True(t, 10*time.Second, "the listen acknowledgement", func() bool {
+						return len(c.notifications(mcp.MethodNotificationSubscriptionsAcknowledged)) > 0
+					})
+				} else if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "test://static"}}); err != nil {
+					t.Fatal(err)
+				}
+				if srv == "modern" {
+					return // the library's server cannot send updates to a modern listen stream
+				}
+				if _, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__touch"}}); err != nil {
+					t.Fatal(err)
+				}
+				waitfor.True(t, 10*time.Second, "notifications/resources/updated", func() bool {
+					return len(c.notifications(mcp.MethodNotificationResourceUpdated)) > before
+				})
+				n := c.notifications(mcp.MethodNotificationResourceUpdated)[before]
+				if n.Params.AdditionalFields["uri"] != "test://static" {
+					t.Fatalf("update %+v", n)
+				}
 			})
 			t.Run("prompt, completion, resources", func(t *testing.T) {
 				p, err := c.GetPrompt(ctx, mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: srv + "__greet", Arguments: map[string]string{"name": "Ada"}}})

@@ -119,10 +119,15 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bo
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return true
-	case !relayed[msg.Method] || len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")):
+	case len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")):
 		return false
-	}
-	if modern && !validModern(r, msg, meta, metaVersion, version) {
+	case modern && !validModern(r, msg, meta, metaVersion, version):
+		return false
+	case msg.Method == string(mcp.MethodResourcesSubscribe) || msg.Method == string(mcp.MethodResourcesUnsubscribe):
+		return !modern && s.subscribe(w, r, sess, msg)
+	case msg.Method == string(mcp.MethodSubscriptionsListen):
+		return modern && s.listen(w, r, msg)
+	case !relayed[msg.Method]:
 		return false
 	}
 	call, ok := s.route(msg)

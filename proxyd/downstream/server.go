@@ -75,6 +75,8 @@ type Server struct {
 	sessions *sessionIDs
 	table    atomic.Pointer[routes]
 	asks     asks
+	// listeners are the modern clients' subscriptions/listen streams.
+	listeners listeners
 
 	mu        sync.Mutex
 	toolSig   string
@@ -85,10 +87,12 @@ type Server struct {
 // New builds the aggregated server; call Sync after upstream changes.
 func New(backend Backend, version string, log *slog.Logger) *Server {
 	s := &Server{backend: backend, log: log, sessions: newSessionIDs()}
+	s.listeners.done = make(chan struct{})
+	s.sessions.ended = s.endSubscriptions
 	opts := []server.ServerOption{
 		server.WithToolCapabilities(true),
 		server.WithPromptCapabilities(true),
-		server.WithResourceCapabilities(false, true),
+		server.WithResourceCapabilities(true, true),
 		server.WithLogging(),
 		server.WithCompletions(),
 		server.WithRecovery(),
@@ -214,15 +218,18 @@ func (s *Server) Sync() {
 	if sig := tsig.String(); sig != s.toolSig {
 		s.toolSig = sig
 		s.mcp.SetTools(tools...)
+		s.listChanged(mcp.MethodNotificationToolsListChanged)
 	}
 	if sig := psig.String(); sig != s.promptSig {
 		s.promptSig = sig
 		s.mcp.SetPrompts(prompts...)
+		s.listChanged(mcp.MethodNotificationPromptsListChanged)
 	}
 	if sig := rsig.String(); sig != s.resSig {
 		s.resSig = sig
 		s.mcp.SetResources(resources...)
 		s.mcp.SetResourceTemplates(templates...)
+		s.listChanged(mcp.MethodNotificationResourcesListChanged)
 	}
 }
 

@@ -88,6 +88,12 @@ type Conn struct {
 	// level is the log level proxyd's clients asked for (legacy era).
 	level string
 
+	// subs counts proxyd's clients subscribed to each resource URI;
+	// stopListen ends a modern upstream's listen stream (both under subMu).
+	subMu      sync.Mutex
+	subs       map[string]int
+	stopListen func()
+
 	// barrier is set while a session re-initialisation runs: new attempts
 	// wait for it to close (see session.go).
 	barrier atomic.Pointer[chan struct{}]
@@ -113,6 +119,7 @@ func newConn(parent context.Context, s config.Server, opts *Options) *Conn {
 		ctx: ctx, cancel: cancel,
 		done:   make(chan struct{}),
 		broken: make(chan error, 1),
+		subs:   map[string]int{},
 		kick:   make(chan struct{}, 1),
 		state:  api.StateConnecting,
 		since:  opts.now(),

@@ -148,11 +148,6 @@ func (c *Conn) connect() (time.Duration, error) {
 		// to the call they belong to (see routes).
 		b.SetRequestHandler(c.onServerRequest)
 	}
-	if era == EraModern && res.Capabilities.Tools != nil && res.Capabilities.Tools.ListChanged {
-		if _, err := cl.ListenAsync(c.ctx, mcp.SubscriptionFilter{ToolsListChanged: true, PromptsListChanged: true, ResourcesListChanged: true}, nil); err != nil {
-			c.opts.logger().Debug("subscriptions/listen not available", "server", c.name, "err", err)
-		}
-	}
 	c.mu.Lock()
 	c.cl = cl
 	c.sid = cl.GetSessionId()
@@ -165,6 +160,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	c.mu.Unlock()
 	c.setState(api.StateReady, "")
 	go c.reapplyLevel()
+	go c.resubscribe()
 	c.opts.logger().Info("upstream ready", "server", c.name, "era", era, "protocol", version,
 		"server_name", res.ServerInfo.Name, "tools", len(lists.tools))
 	return 0, nil

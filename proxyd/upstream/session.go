@@ -321,6 +321,7 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	c.mu.Unlock()
 	n := c.reinits.Add(1)
 	go c.reapplyLevel()
+	go c.resubscribe()
 	toolsChanged = !sameTools(oldTools, lists.tools)
 	c.opts.logger().Info("upstream session re-established", "server", c.name,
 		"old_session", prefix(stale), "new_session", prefix(newID), "reinits", n, "tools_changed", toolsChanged)
