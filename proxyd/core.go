@@ -8,12 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -82,6 +82,8 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 	// for the server's grant between start and end.
 	grant, refreshesBefore := "", int64(0)
 	switch {
+	case !ok && srv == "":
+		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", tool)}
 	case !ok:
 		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("unknown server %q (see 'mcpx servers')", srv)}
 	case conn.Config().Disabled:
@@ -155,7 +157,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 		Tool:               tool,
 		DurationMS:         float64(out.Duration.Microseconds()) / 1000,
 		Status:             status,
-		Error:              callerr.Redact(callerr.StripControl(errText)),
+		Error:              redact.Text(errText),
 		ErrorClass:         out.Class.Class,
 		FaultDomain:        out.Class.Domain,
 		UpstreamHTTPStatus: out.Class.HTTPStatus,
@@ -242,7 +244,7 @@ func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage
 	if rpc, ok := relay.IsRPCError(out.Err); ok {
 		return nil, rpc
 	}
-	msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+	msg := redact.Text(out.Err.Error())
 	if c.Method != string(mcp.MethodToolsCall) {
 		return nil, errors.New(msg)
 	}
@@ -283,7 +285,8 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 		if c.State() != api.StateReady {
 			continue
 		}
-		u := downstream.Upstream{Name: c.Name(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
+		cfg := c.Config()
+		u := downstream.Upstream{Name: c.Name(), Prefix: cfg.ExposedPrefix(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
 		for _, t := range c.Tools() {
 			u.Tools = append(u.Tools, t.Tool)
 		}
@@ -298,7 +301,7 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 func (d *Daemon) CallTool(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (*mcp.CallToolResult, error) {
 	out := d.call(ctx, srv, tool, args, meta)
 	if out.Err != nil {
-		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+		msg := redact.Text(out.Err.Error())
 		return mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)), nil
 	}
 	return out.Result.Typed()
@@ -323,9 +326,10 @@ func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResou
 }
 
 // RecordUnknownTool implements downstream.UnknownToolRecorder: the call is
-// refused (and recorded) without touching the network.
+// refused (and recorded against the server it was likely meant for)
+// without touching the network.
 func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta downstream.CallMeta) {
-	srv, tool, _ := strings.Cut(exposed, downstream.Separator)
+	srv, tool, _ := downstream.Owner(exposed, d.prefixes())
 	d.call(ctx, srv, tool, nil, meta)
 }
 

@@ -3,6 +3,8 @@ package upstream
 import (
 	"strings"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
+
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -43,7 +45,7 @@ func (c *Conn) Status() api.ServerStatus {
 
 func (c *Conn) target() string {
 	if c.cfg.EffectiveTransport() == config.TransportStdio {
-		return strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " ")
+		return redact.Text(strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " "))
 	}
-	return redactURL(c.cfg.URL)
+	return redact.URL(c.cfg.URL)
 }
