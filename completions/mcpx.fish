@@ -64,6 +64,7 @@ complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'connect-info' -d 'print w
 complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from stdio' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'stdio' -d 'bridge a stdio MCP client to proxyd'
+complete -c mcpx -n '__fish_seen_subcommand_from stdio' -f -l reconnect-wait -r -d 'how long to wait for a restarted proxyd'
 complete -c mcpx -n '__fish_seen_subcommand_from activity' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'activity' -d 'what failed, when, and whose fault: the classified call log'
 complete -c mcpx -n '__fish_seen_subcommand_from activity' -f -l server -r -d 'only these `SERVER`s (repeatable or comma-separated)'
