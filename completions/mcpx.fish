@@ -56,6 +56,7 @@ complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'call' -d 'call a tool thr
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l arg -s a -r -d 'argument `KEY=VALUE` (repeatable)'
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l timeout -r -d 'call timeout (default: the server\'s configured timeout, 60s)'
+complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l elicit -r -d 'answer the upstream\'s requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)'
 complete -c mcpx -n '__fish_seen_subcommand_from reload' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'reload' -d 'make proxyd re-read its config file'
 complete -c mcpx -n '__fish_seen_subcommand_from reload' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
@@ -48,6 +47,8 @@ func (d *Daemon) routes() http.Handler {
 	handle("GET /v1/status", d.handleStatus)
 	handle("GET /v1/tools", d.handleTools)
 	handle("POST /v1/call", d.handleCall)
+	handle("POST /v1/call/input", d.handleCallInput)
+	handle("POST /v1/call/cancel", d.handleCallCancel)
 	handle("POST /v1/reload", d.handleReload)
 	handle("POST /v1/shutdown", d.handleShutdown)
 	handle("GET /v1/connect-info", d.handleConnectInfo)
@@ -232,25 +233,11 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
+	if req.Stream {
+		return d.streamCall(ctx, w, req)
+	}
 	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
-	resp := api.CallResponse{
-		RequestID: out.RequestID, Server: req.Server, Tool: req.Tool,
-		DurationMS: float64(out.Duration.Microseconds()) / 1000,
-	}
-	if out.Result != nil {
-		resp.Result = out.Result.Raw
-		resp.IsError = out.Result.IsError
-	}
-	if out.Err != nil {
-		resp.Error = &api.CallError{
-			Message:            redact.Text(out.Err.Error()),
-			ErrorClass:         out.Class.Class,
-			FaultDomain:        out.Class.Domain,
-			UpstreamHTTPStatus: out.Class.HTTPStatus,
-			Reason:             out.Class.Reason,
-		}
-	}
-	return writeJSON(w, resp)
+	return writeJSON(w, callResponse(req, out))
 }
 
 func (d *Daemon) handleReload(w http.ResponseWriter, r *http.Request) error {

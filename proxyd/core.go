@@ -168,12 +168,23 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 		Reinit:             info.Reinit,
 		Retried:            info.Retried,
 		TokenRefresh:       grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore,
+		Progress:           stats.Progress(),
+		Inputs:             inputsText(stats.Inputs()),
 	})
 	if ok {
 		d.health.Observe(srv, out.Class)
 	}
 	d.metrics.observeCall(srv, out.Class, out.Duration)
 	return out
+}
+
+// inputsText is the activity record's form of a call's inputs.
+func inputsText(in []relay.Input) string {
+	out := make([]activity.Input, len(in))
+	for i, x := range in {
+		out[i] = activity.Input{Method: x.Method, Action: x.Action}
+	}
+	return activity.FormatInputs(out)
 }
 
 // request is the relay's request for rq with params.

@@ -71,6 +71,7 @@ type Daemon struct {
 	mgr      *upstream.Manager
 	down     *downstream.Server
 	relay    *relay.Relayer
+	streamed streamedCalls // `mcpx call`s streaming their events
 	metrics  *metrics
 	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/proxyd/activity"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -72,7 +74,7 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 			return mcp.NewToolResultText(fmt.Sprintf("action=%s content=%s state=%s", r.Action, content, req.Params.RequestState)), nil
 		}
 		return server.NewInputRequestBuilder("state-1").Elicit("who", mcp.ElicitationParams{
-			Message: "Who are you?",
+			Message:         "Who are you?",
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
 		}).ToolResult(), nil
 	})
@@ -151,6 +153,14 @@ type relayClient struct {
 	*client.Client
 	mu    sync.Mutex
 	notes []mcp.JSONRPCNotification
+}
+
+// clientTag is how activity records name this client.
+func (c *relayClient) clientTag() string {
+	if id := c.GetSessionId(); id != "" {
+		return "session:" + id[:8]
+	}
+	return "mcp"
 }
 
 func (c *relayClient) notifications(method string) []mcp.JSONRPCNotification {
@@ -335,6 +345,38 @@ func TestRelayEveryEra(t *testing.T) {
 					t.Fatalf("update %+v", n)
 				}
 			})
+			t.Run("activity", func(t *testing.T) {
+				// What the relayed calls saw, as `mcpx activity show` prints it.
+				var progress, ask, slow *activity.Record
+				waitfor.Cond(t, 10*time.Second, "the calls' activity records", func() (bool, string) {
+					recs := listActivity(t, td)
+					progress, ask, slow = nil, nil, nil
+					for i := range recs {
+						r := &recs[i]
+						if r.Server != srv || !strings.HasPrefix(r.Client, c.clientTag()) {
+							continue
+						}
+						switch {
+						case r.Tool == "progress" && progress == nil:
+							progress = r
+						case r.Tool == "ask" && strings.Contains(r.Inputs, "accept") && ask == nil:
+							ask = r
+						case r.Tool == "slow" && slow == nil:
+							slow = r
+						}
+					}
+					return progress != nil && ask != nil && slow != nil, fmt.Sprintf("%d records", len(recs))
+				})
+				if progress.Progress != 2 {
+					t.Errorf("progress record counts %d notifications, want 2", progress.Progress)
+				}
+				if ask.Inputs != "elicitation/create=accept" {
+					t.Errorf("ask record inputs %q", ask.Inputs)
+				}
+				if slow.ErrorClass != "cancelled" || slow.FaultDomain != "client" {
+					t.Errorf("cancelled call recorded as %s/%s", slow.ErrorClass, slow.FaultDomain)
+				}
+			})
 			t.Run("prompt, completion, resources", func(t *testing.T) {
 				p, err := c.GetPrompt(ctx, mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: srv + "__greet", Arguments: map[string]string{"name": "Ada"}}})
 				if err != nil || len(p.Messages) != 1 {
@@ -355,4 +397,3 @@ func TestRelayEveryEra(t *testing.T) {
 		})
 	}
 }
-

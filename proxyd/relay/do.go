@@ -240,11 +240,20 @@ func (h *handler) Accepts(method string) bool { return h.peer.Caps().acceptsAny(
 func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if !h.peer.Caps().Accepts(method, params) {
 		h.stats.addInput(method, "refused")
+		if r, ok := h.peer.(Refuser); ok {
+			r.Refused(method)
+		}
 		return nil, Refusal(method)
 	}
 	res, err := h.peer.Ask(ctx, method, params)
 	h.stats.addInput(method, action(method, res, err))
 	return res, err
+}
+
+// Refuser is implemented by peers that want to hear of the upstream's
+// requests refused for them (to say so to a person).
+type Refuser interface {
+	Refused(method string)
 }
 
 // LegacyResult is a result as a legacy client takes it: without the modern

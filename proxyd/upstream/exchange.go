@@ -331,7 +331,7 @@ func (c *Conn) answer(x *exchange, id json.RawMessage, method string, params jso
 	if x != nil {
 		h, ctx = x.ex.Handler, x.ctx
 	}
-	if h == nil || !h.Accepts(method) {
+	if h == nil {
 		if x == nil && method == string(mcp.MethodListRoots) {
 			// Outside any call there is no client to ask: proxyd itself
 			// has no roots.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
@@ -38,6 +40,9 @@ func (h *recordingHandler) Notify(method string, params json.RawMessage) {
 func (h *recordingHandler) Accepts(method string) bool { return h.accepts[method] }
 
 func (h *recordingHandler) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if !h.accepts[method] {
+		return nil, relay.Refusal(method)
+	}
 	h.mu.Lock()
 	h.asked = append(h.asked, method)
 	h.mu.Unlock()
