@@ -63,6 +63,50 @@ type envelope struct {
 	} `json:"error"`
 }
 
+// parseEnvelope reads a client message without decoding its params or
+// result (they stay sub-slices of body); the library reports malformed
+// JSON with its own error.
+func parseEnvelope(body []byte) (envelope, bool) {
+	var msg envelope
+	if !json.Valid(body) {
+		return msg, false
+	}
+	ok := true
+	str := func(v []byte) string {
+		if len(v) < 2 || v[0] != '"' {
+			ok = false
+			return ""
+		}
+		if bytes.IndexByte(v, '\\') < 0 {
+			return string(v[1 : len(v)-1])
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			ok = false
+		}
+		return s
+	}
+	relay.EachValue(body, func(key, v []byte) {
+		switch string(key) {
+		case "jsonrpc":
+			msg.JSONRPC = str(v)
+		case "id":
+			msg.ID = v
+		case "method":
+			msg.Method = str(v)
+		case "params":
+			msg.Params = v
+		case "result":
+			msg.Result = v
+		case "error":
+			if json.Unmarshal(v, &msg.Error) != nil {
+				ok = false
+			}
+		}
+	})
+	return msg, ok
+}
+
 // relayed are the methods the relay answers itself.
 var relayed = map[string]bool{
 	string(mcp.MethodToolsCall):          true,
@@ -92,8 +136,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bo
 	if err != nil || len(body) > maxRelayBody {
 		return false
 	}
-	var msg envelope
-	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" {
+	msg, ok := parseEnvelope(body)
+	if !ok || msg.JSONRPC != "2.0" {
 		return false
 	}
 	version := r.Header.Get("Mcp-Protocol-Version")

@@ -36,11 +36,8 @@ func member(obj []byte, key string) (value []byte, start, end int, ok bool) {
 		if kEnd < 0 {
 			return nil, 0, 0, false
 		}
-		var k string
-		raw := obj[kStart:kEnd]
-		if bytes.IndexByte(raw, '\\') < 0 {
-			k = string(raw[1 : len(raw)-1])
-		} else if json.Unmarshal(raw, &k) != nil {
+		k, ok := keyBytes(obj[kStart:kEnd])
+		if !ok {
 			return nil, 0, 0, false
 		}
 		i = skipSpace(obj, kEnd)
@@ -52,11 +49,24 @@ func member(obj []byte, key string) (value []byte, start, end int, ok bool) {
 		if vEnd < 0 {
 			return nil, 0, 0, false
 		}
-		if k == key {
+		if string(k) == key {
 			return obj[vStart:vEnd], kStart, vEnd, true
 		}
 		i = vEnd
 	}
+}
+
+// keyBytes is a quoted key's text: a sub-slice when it has no escapes
+// (no allocation), else decoded.
+func keyBytes(raw []byte) ([]byte, bool) {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], true
+	}
+	var k string
+	if json.Unmarshal(raw, &k) != nil {
+		return nil, false
+	}
+	return []byte(k), true
 }
 
 func skipSpace(b []byte, i int) int {
@@ -194,6 +204,17 @@ func appendKey(b []byte, key string) []byte {
 // EachMember calls f with each member's key and its raw text (key, colon
 // and value) of the JSON object obj, in order.
 func EachMember(obj []byte, f func(key string, member []byte)) {
+	each(obj, func(key, member, _ []byte) { f(string(key), member) })
+}
+
+// EachValue calls f with each member's key and raw value of the JSON
+// object obj, in order. The key and value are sub-slices of obj (the key
+// without its quotes, decoded if it has escapes): nothing is allocated.
+func EachValue(obj []byte, f func(key, value []byte)) {
+	each(obj, func(key, _, value []byte) { f(key, value) })
+}
+
+func each(obj []byte, f func(key, member, value []byte)) {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return
@@ -216,19 +237,20 @@ func EachMember(obj []byte, f func(key string, member []byte)) {
 		if kEnd < 0 {
 			return
 		}
-		var k string
-		if json.Unmarshal(obj[kStart:kEnd], &k) != nil {
+		k, ok := keyBytes(obj[kStart:kEnd])
+		if !ok {
 			return
 		}
 		i = skipSpace(obj, kEnd)
 		if i >= len(obj) || obj[i] != ':' {
 			return
 		}
-		vEnd := skipValue(obj, skipSpace(obj, i+1))
+		vStart := skipSpace(obj, i+1)
+		vEnd := skipValue(obj, vStart)
 		if vEnd < 0 {
 			return
 		}
-		f(k, obj[kStart:vEnd])
+		f(k, obj[kStart:vEnd], obj[vStart:vEnd])
 		i = vEnd
 	}
 }

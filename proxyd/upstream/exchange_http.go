@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -32,6 +34,34 @@ type message struct {
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
+}
+
+// parseMessage reads a JSON-RPC message of the upstream; its id, params
+// and result are sub-slices of b, which the caller must not reuse.
+func parseMessage(b []byte) (message, error) {
+	var m message
+	if !json.Valid(b) {
+		return m, fmt.Errorf("the upstream sent invalid JSON")
+	}
+	var err error
+	relay.EachValue(b, func(key, v []byte) {
+		switch string(key) {
+		case "id":
+			m.ID = v
+		case "method":
+			err = json.Unmarshal(v, &m.Method)
+		case "params":
+			m.Params = v
+		case "result":
+			m.Result = v
+		case "error":
+			err = json.Unmarshal(v, &m.Error)
+		}
+	})
+	if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
+		err = fmt.Errorf("the upstream sent a JSON-RPC batch")
+	}
+	return m, err
 }
 
 func (m *message) rpcError() *RPCError {
@@ -92,8 +122,8 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		if err != nil {
 			return nil, fmt.Errorf("reading the response: %w", err)
 		}
-		var m message
-		if err := json.Unmarshal(b, &m); err != nil {
+		m, err := parseMessage(b)
+		if err != nil {
 			return nil, fmt.Errorf("failed to decode response: %w", err)
 		}
 		return m.outcome()
@@ -186,8 +216,8 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 			if len(ev.data) == 0 {
 				continue
 			}
-			var m message
-			if err := json.Unmarshal(ev.data, &m); err != nil {
+			m, err := parseMessage(bytes.Clone(ev.data))
+			if err != nil {
 				continue // not a JSON-RPC message: skipped, as the library does
 			}
 			switch {
