@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
@@ -109,9 +110,9 @@ func (a *elicitAnswerer) answer(params json.RawMessage) (json.RawMessage, error)
 	if err := json.Unmarshal(params, &e); err != nil {
 		return nil, fmt.Errorf("reading the elicitation request: %w", err)
 	}
-	fmt.Fprintf(a.out, "The server asks: %s\n", sanitize(e.Message))
+	fmt.Fprintf(a.out, "The server asks: %s\n", redact.Control(e.Message))
 	if e.Mode == "url" {
-		fmt.Fprintf(a.out, "  at %s\n", sanitize(e.URL))
+		fmt.Fprintf(a.out, "  at %s\n", redact.Control(e.URL))
 	}
 	switch {
 	case a.policy == "decline" || a.policy == "cancel":
@@ -224,14 +225,14 @@ func (a *elicitAnswerer) askField(f field) (json.RawMessage, error) {
 	if f.Title != "" {
 		label = f.Title + " (" + f.name + ")"
 	}
-	fmt.Fprintf(a.out, "%s", sanitize(label))
+	fmt.Fprintf(a.out, "%s", redact.Control(label))
 	if f.Description != "" {
-		fmt.Fprintf(a.out, ": %s", sanitize(f.Description))
+		fmt.Fprintf(a.out, ": %s", redact.Control(f.Description))
 	}
 	fmt.Fprintln(a.out)
 	values, labels := f.choices()
 	for i, l := range labels {
-		fmt.Fprintf(a.out, "  %d) %s\n", i+1, sanitize(l))
+		fmt.Fprintf(a.out, "  %d) %s\n", i+1, redact.Control(l))
 	}
 	hint := f.Type
 	if f.Format != "" {
@@ -245,7 +246,7 @@ func (a *elicitAnswerer) askField(f field) (json.RawMessage, error) {
 	}
 	def := ""
 	if len(f.Default) > 0 {
-		def = " [" + sanitize(string(f.Default)) + "]"
+		def = " [" + redact.Control(string(f.Default)) + "]"
 	}
 	for tries := 0; tries < 3; tries++ {
 		line, err := a.prompt(fmt.Sprintf("  %s%s: ", hint, def))

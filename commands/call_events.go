@@ -15,6 +15,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -57,7 +58,20 @@ func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest) (res *api.C
 
 	var answers sync.WaitGroup
 	defer answers.Wait()
-	err = cl.CallStream(ctx, req, func(ev api.CallEvent) error {
+	stream, err := cl.CallStream(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	defer stream.Close()
+	for {
+		ev, nerr := stream.Next()
+		if nerr == io.EOF {
+			break
+		}
+		if nerr != nil {
+			err = nerr
+			break
+		}
 		switch ev.Event {
 		case api.EventStarted:
 			mu.Lock()
@@ -94,8 +108,7 @@ func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest) (res *api.C
 		case api.EventResult:
 			res = ev.Result
 		}
-		return nil
-	})
+	}
 	show.done()
 	mu.Lock()
 	defer mu.Unlock()
@@ -166,7 +179,7 @@ func progressText(p *api.ProgressEvent) string {
 		s += "/" + trimFloat(*p.Total)
 	}
 	if p.Message != "" {
-		s += " " + sanitize(p.Message)
+		s += " " + redact.Control(p.Message)
 	}
 	return s
 }
@@ -197,7 +210,7 @@ func (d *callDisplay) log(l *api.LogEvent) {
 	if l.Logger != "" {
 		from += " " + l.Logger
 	}
-	d.note(fmt.Sprintf("[%s] %s: %s", sanitize(l.Level), sanitize(from), sanitize(text)))
+	d.note(fmt.Sprintf("[%s] %s: %s", redact.Control(l.Level), redact.Control(from), redact.Control(text)))
 }
 
 func (d *callDisplay) refused(r *api.RefusedEvent) {

@@ -61,7 +61,7 @@ func runStdio(c *cli.Context) error {
 				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 			},
 		}},
-		url:   "http://" + api.Host + "/v1/mcp",
+		url:   api.MCPEndpoint,
 		out:   c.App.Writer,
 		log:   c.App.ErrWriter,
 		wait:  c.Duration("reconnect-wait"),

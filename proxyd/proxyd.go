@@ -20,10 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/proxyd/relay"
-
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -31,7 +28,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -84,7 +81,6 @@ type Daemon struct {
 	shutdown chan struct{}
 	shutOnce sync.Once
 
-	syncMu   sync.Mutex
 	syncTick chan struct{}
 }
 
@@ -130,7 +126,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.metrics = newMetrics()
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version: opts.Version,
@@ -150,6 +146,8 @@ func Run(ctx context.Context, opts Options) error {
 	d.relay = relay.New()
 	defer d.relay.Close()
 	d.down = downstream.New(d, opts.Version, d.log)
+	// The re-init counter lives on each connection; metrics read it there.
+	d.metrics.trackReinits(d.mgr.List)
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)
@@ -299,7 +297,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 		return nil, err
 	}
 	d.logWarnings(cfg)
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
 	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {
@@ -363,5 +361,3 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-var _ = prometheus.NewRegistry

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 )
 
@@ -83,33 +82,18 @@ type CallCancel struct {
 	RequestID string `json:"request_id"`
 }
 
-// CallStream is POST /v1/call with req.Stream set: fn gets each event. A
-// daemon that does not stream answers with one CallResponse, passed to fn
-// as a result event.
-func (c *Client) CallStream(ctx context.Context, req CallRequest, fn func(CallEvent) error) error {
+// CallStream is POST /v1/call with req.Stream set: the call's events.
+func (c *Client) CallStream(ctx context.Context, req CallRequest) (*Stream[CallEvent], error) {
 	req.Stream = true
-	return c.Stream(ctx, http.MethodPost, "/v1/call", req, func(line []byte) error {
-		var ev CallEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return fmt.Errorf("decoding proxyd's call stream: %w", err)
-		}
-		if ev.Event == "" {
-			var res CallResponse
-			if err := json.Unmarshal(line, &res); err != nil {
-				return fmt.Errorf("decoding proxyd's call result: %w", err)
-			}
-			ev = CallEvent{Event: EventResult, Result: &res}
-		}
-		return fn(ev)
-	})
+	return openStream[CallEvent](ctx, c, http.MethodPost, "/v1/call", req)
 }
 
 // AnswerInput is POST /v1/call/input.
 func (c *Client) AnswerInput(ctx context.Context, in CallInput) error {
-	return c.Do(ctx, http.MethodPost, "/v1/call/input", in, nil)
+	return c.do(ctx, http.MethodPost, "/v1/call/input", in, nil)
 }
 
 // CancelCall is POST /v1/call/cancel.
 func (c *Client) CancelCall(ctx context.Context, requestID string) error {
-	return c.Do(ctx, http.MethodPost, "/v1/call/cancel", CallCancel{RequestID: requestID}, nil)
+	return c.do(ctx, http.MethodPost, "/v1/call/cancel", CallCancel{RequestID: requestID}, nil)
 }
