@@ -93,6 +93,13 @@ func (p *httpPeer) Ask(ctx context.Context, method string, params json.RawMessag
 		msg = append(msg, params...)
 	}
 	msg = append(msg, '}')
+	if method == relay.MethodElicitation {
+		// A URL elicitation's completion comes later, outside the call:
+		// remember whose it is.
+		if eid := relay.StringMember(params, "elicitationId"); eid != "" {
+			p.s.urlElicitations.note(eid, p.sess.id)
+		}
+	}
 	if !p.event(msg) {
 		return nil, errStreamEnded
 	}
@@ -252,4 +259,41 @@ func (a *asks) deliver(id, session string, ans answer) bool {
 	}
 	w.ch <- ans
 	return true
+}
+
+// maxURLElicitations bounds the URL elicitations remembered for their
+// completion notices.
+const maxURLElicitations = 1024
+
+// urlElicitations remembers which session each URL-mode elicitation went
+// to, so the upstream's notifications/elicitation/complete reaches it.
+type urlElicitations struct {
+	mu    sync.Mutex
+	owner map[string]string
+	order []string
+}
+
+func (u *urlElicitations) note(id, session string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.owner == nil {
+		u.owner = map[string]string{}
+	}
+	if _, ok := u.owner[id]; !ok {
+		u.order = append(u.order, id)
+	}
+	u.owner[id] = session
+	for len(u.order) > maxURLElicitations {
+		delete(u.owner, u.order[0])
+		u.order = u.order[1:]
+	}
+}
+
+// take returns and forgets the session of elicitation id.
+func (u *urlElicitations) take(id string) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s, ok := u.owner[id]
+	delete(u.owner, id)
+	return s, ok
 }

@@ -77,6 +77,8 @@ type Server struct {
 	asks     asks
 	// listeners are the modern clients' subscriptions/listen streams.
 	listeners listeners
+	// urlElicitations routes the completion of URL elicitations.
+	urlElicitations urlElicitations
 
 	mu        sync.Mutex
 	toolSig   string

@@ -260,7 +260,8 @@ func (s *Server) listChanged(method string) {
 
 // Notify passes an upstream notification that belongs to no call to the
 // clients it concerns: a resource update to the clients subscribed to the
-// URI, a log message to the legacy sessions that set a level it passes.
+// URI, a URL elicitation's completion to the session it was asked of, a
+// log message to the legacy sessions that set a level it passes.
 func (s *Server) Notify(server, method string, params json.RawMessage) {
 	switch method {
 	case mcp.MethodNotificationResourceUpdated:
@@ -279,6 +280,10 @@ func (s *Server) Notify(server, method string, params json.RawMessage) {
 				x.send(method, params)
 			}
 		})
+	case string(mcp.MethodNotificationElicitationComplete):
+		if sid, ok := s.urlElicitations.take(relay.StringMember(params, "elicitationId")); ok {
+			s.toSession(sid, method, params)
+		}
 	case relay.MethodMessage:
 		l := levelOf(relay.StringMember(params, "level"))
 		s.sessions.each(func(sess *session) {
