@@ -16,15 +16,16 @@ import (
 // exit-codes', both from exitCodes): never renumber.
 const (
 	ExitOK               = 0
-	ExitFailure          = 1 // any other error
-	ExitUsage            = 2 // bad flags, arguments or input
-	ExitProxydNotRunning = 3 // the command needs proxyd and none answers
-	ExitCallFailed       = 4 // mcpx call: the call failed or the tool returned isError
-	ExitDrillFailed      = 5 // a drill's verdict is FAIL
-	ExitAuthRequired     = 6 // not signed in / sign-in needed
-	ExitConfig           = 7 // the config file is invalid
-	ExitNotFound         = 8 // no such server, tool, prompt or record
-	ExitUnavailable      = 9 // unhealthy, not ready, or a drill could not run
+	ExitFailure          = 1   // any other error
+	ExitUsage            = 2   // bad flags, arguments or input
+	ExitProxydNotRunning = 3   // the command needs proxyd and none answers
+	ExitCallFailed       = 4   // mcpx call: the call failed or the tool returned isError
+	ExitDrillFailed      = 5   // a drill's verdict is FAIL
+	ExitAuthRequired     = 6   // not signed in / sign-in needed
+	ExitConfig           = 7   // the config file is invalid
+	ExitNotFound         = 8   // no such server, tool, prompt or record
+	ExitUnavailable      = 9   // unhealthy, not ready, or a drill could not run
+	ExitInterrupted      = 130 // mcpx call: cancelled with Ctrl-C
 	// 10-18: mcpx probe result codes (see probe.ExitCode); 19: several
 	// probe targets, one did not pass.
 )
@@ -49,6 +50,7 @@ var exitCodes = []struct {
 	{"10", "`probe --require-auth-ok`: `auth_required`"},
 	{"11–18", "`probe`: `auth_misconfigured` 11, `dns_failure` 12, `connection_unreachable` 13, `timeout` 14, `tls_certificate` 15, `tls_protocol` 16, `http_status` 17, `not_mcp` 18"},
 	{"19", "`probe` with several targets, `--expect` or `--fail-on warn`: at least one target did not pass"},
+	{"130", "`call` cancelled with Ctrl-C (the upstream was told)"},
 }
 
 // ExitCode maps an error returned by the app to the process exit code: the

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
-	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 )
@@ -36,31 +35,25 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
-	missing, hint := d.callTarget(req.Server, req.Tool)
 	ctx = withSchemaCheck(ctx)
+	if req.Stream {
+		return d.streamCall(ctx, w, req)
+	}
 	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
-	resp := api.CallResponse{
-		RequestID: out.RequestID, Server: req.Server, Tool: req.Tool,
-		DurationMS: float64(out.Duration.Microseconds()) / 1000,
+	return writeJSON(w, d.explainMissing(req, callResponse(req, out)))
+}
+
+// explainMissing marks a failed call whose server or tool does not exist
+// (error.not_found) and adds the nearest name to its message.
+func (d *Daemon) explainMissing(req api.CallRequest, resp api.CallResponse) api.CallResponse {
+	if resp.Error == nil {
+		return resp
 	}
-	if out.Result != nil {
-		resp.Result = out.Result.Raw
-		resp.IsError = out.Result.IsError
+	if missing, hint := d.callTarget(req.Server, req.Tool); missing != "" {
+		resp.Error.NotFound = missing
+		resp.Error.Message += hint
 	}
-	if out.Err != nil {
-		resp.Error = &api.CallError{
-			Message:            redact.Text(out.Err.Error()),
-			ErrorClass:         out.Class.Class,
-			FaultDomain:        out.Class.Domain,
-			UpstreamHTTPStatus: out.Class.HTTPStatus,
-			Reason:             out.Class.Reason,
-		}
-		if missing != "" {
-			resp.Error.NotFound = missing
-			resp.Error.Message += hint
-		}
-	}
-	return writeJSON(w, resp)
+	return resp
 }
 
 // callTarget says what of a call's target does not exist ("server",
