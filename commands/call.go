@@ -102,7 +102,7 @@ func runCall(c *cli.Context) error {
 	}
 	if res.Error != nil {
 		if f, _ := format(c); f == "table" {
-			errorf(c, "call failed: %s\n  error_class=%s fault_domain=%s", redact.Control(res.Error.Message), res.Error.ErrorClass, res.Error.FaultDomain)
+			errorf(c, "call failed: %s%s\n  error_class=%s fault_domain=%s", redact.Control(dedupeChain(res.Error.Message)), timeoutFlag(c, res.Error), res.Error.ErrorClass, res.Error.FaultDomain)
 			if res.Error.UpstreamHTTPStatus != 0 {
 				errorf(c, " upstream_http_status=%d", res.Error.UpstreamHTTPStatus)
 			}

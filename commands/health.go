@@ -48,7 +48,7 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), oneLine(summary, 70)})
+			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)})
 		}
 		return t.Render()
 	})

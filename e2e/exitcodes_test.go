@@ -141,6 +141,13 @@ func TestExitCodeTable(t *testing.T) {
 	runExitCases(t, e, "7 of 7 calls failed", []exitCase{
 		{args: []string{"health", "fixture"}, want: 9, stderr: "fixture is degraded"},
 	})
+	// A timeout names the flag that set it.
+	if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 3000, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runExitCases(t, e, "timeout", []exitCase{
+		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "300ms"}, want: 4, stderr: "after --timeout 300ms"},
+	})
 
 	// An invalid config file: reload keeps the running one and exits 7.
 	e.writeConfig("servers: [\n")
@@ -159,5 +166,71 @@ func TestCallArgumentsFromStdin(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "42") {
 		t.Fatalf("mcpx call fixture add - (stdin {a:40,b:2}): %v\n%s", err, out)
+	}
+}
+
+// TestStatusServer: 'mcpx status SERVER' shows the whole cause (a stdio
+// child's stderr), the next step, and exits 9 for a server in error; the
+// table keeps the cause and never cuts it mid-word.
+func TestStatusServer(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf(`listen: 127.0.0.1:0
+servers:
+  - name: fixture
+    url: %s
+  - name: crashy
+    command: sh
+    args: ["-c", "echo 'starting crashy' >&2; echo 'fatal: the API key in CRASHY_KEY is missing, set it and retry' >&2; exit 1"]
+`, fx.URL()))
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	e.waitServer("crashy", api.StateError)
+
+	r := e.run("status", "crashy")
+	if r.code != 9 {
+		t.Fatalf("status of a server in error: want exit 9\n%s", r)
+	}
+	for _, want := range []string{"state:", "error since", "fatal: the API key in CRASHY_KEY is missing, set it and retry", "next:", "check the command"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status crashy lacks %q\n%s", want, r)
+		}
+	}
+	r = e.run("describe", "fixture")
+	if r.code != 0 || !strings.Contains(r.stdout, "mcpx tools fixture") || !strings.Contains(r.stdout, " tools, ") {
+		t.Errorf("describe fixture: want exit 0 with the tools and the next step\n%s", r)
+	}
+	var one api.ServerStatus
+	e.runJSON(0, &one, "status", "fixture")
+	if one.Name != "fixture" || one.State != api.StateReady {
+		t.Errorf("status fixture -o json: %+v", one)
+	}
+	if r := e.run("status", "fixtur"); r.code != 8 || !strings.Contains(r.stderr, `did you mean "fixture"?`) {
+		t.Errorf("status of an unknown server: want exit 8 with a did-you-mean\n%s", r)
+	}
+	// The table row keeps the end of the error whole.
+	r = e.mustRun("status")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(line, "crashy") && !strings.Contains(line, "set it and retry") && !strings.HasSuffix(strings.Fields(line)[len(strings.Fields(line))-1], "…") {
+			t.Errorf("the status table cut the cause: %q", line)
+		}
+	}
+}
+
+// TestUpShowsThisStartOnly: 'mcpx up' of a bad config exits 7 and shows
+// what this start logged, not earlier lines of the log.
+func TestUpShowsThisStartOnly(t *testing.T) {
+	e := newEnv(t)
+	if err := os.MkdirAll(e.StateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := "level=ERROR msg=OLD-LINE-FROM-AN-EARLIER-START\n"
+	if err := os.WriteFile(filepath.Join(e.StateDir, "proxyd.log"), []byte(strings.Repeat(old, 10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig("servers:\n  - name: x\n    urll: https://example.test/mcp\n")
+	r := e.run("up")
+	if r.code != 7 || strings.Contains(r.stderr, "OLD-LINE") || !strings.Contains(r.stderr, "urll") {
+		t.Errorf("up with a bad config: want exit 7 naming this start's error only\n%s", r)
 	}
 }
