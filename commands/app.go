@@ -72,10 +72,10 @@ func New(stdout, stderr io.Writer) *cli.App {
 		cmds = append(cmds, cc)
 	}
 	app := &cli.App{
-		Name:                   "mcpx",
-		Usage:                  "ops and diagnostics for MCP connections",
-		Description:            appDescription,
-		Version:                Version,
+		Name:        "mcpx",
+		Usage:       "ops and diagnostics for MCP connections",
+		Description: appDescription,
+		Version:     Version,
 		// The help command is ours (help topics), so urfave/cli adds no
 		// --help flag of its own at the top.
 		Flags:                  append(slices.Clip(globalFlags), cli.HelpFlag, cli.VersionFlag),

@@ -7,6 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/proxyd"
+
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -34,8 +36,16 @@ func runHealth(c *cli.Context) error {
 		return err
 	}
 	out, err := newClient(c).Health(c.Context, c.Args().First())
+	offline := false
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			out, err = r.Health(c.Context, c.Args().First())
+			offline = true
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	err = render(c, out, func(w io.Writer) error {
 		t := newTable(w, "SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY")
@@ -55,8 +65,12 @@ func runHealth(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// A CI gate: any server shown that is not ready (disabled ones aside)
-	// fails it.
+	// A CI gate: without proxyd nothing is served, whatever the record
+	// says; any server shown that is not ready (disabled ones aside)
+	// fails it too.
+	if offline {
+		return silentExit(ExitProxydNotRunning)
+	}
 	var bad []string
 	for _, s := range out {
 		if s.State != api.StateReady && s.State != api.StateDisabled {

@@ -57,6 +57,10 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"logout", "fixture"}, want: 3},
 		{args: []string{"connect-info"}, want: 3},
 		{args: []string{"activity", "follow"}, want: 3},
+		// No record to read either (proxyd never ran here).
+		{args: []string{"activity"}, want: 3, stderr: "record cannot be read"},
+		{args: []string{"health"}, want: 3},
+		{args: []string{"auth", "status"}, want: 3},
 	})
 
 	e := newEnv(t)
