@@ -80,7 +80,7 @@ Examples:
 		Flags:        []cli.Flag{outputFlag},
 		BashComplete: completeServers,
 		Action:       runAuthStatus,
-	}},
+	}, authSetTokenCommand},
 }
 
 func runLogin(c *cli.Context) error {

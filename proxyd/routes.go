@@ -37,6 +37,7 @@ func (d *Daemon) routes() http.Handler {
 		{"POST /v1/login", d.handleLogin},
 		{"POST /v1/logout", d.handleLogout},
 		{"GET /v1/auth/status", d.handleAuthStatus},
+		{"POST /v1/auth/token", d.handleSetToken},
 
 		{"GET /v1/activity", d.handleActivityList},
 		{"GET /v1/activity/follow", d.handleActivityFollow},

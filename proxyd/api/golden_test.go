@@ -58,6 +58,8 @@ var wireTypes = map[string]any{
 	"SessionDrillEvent":   SessionDrillEvent{},
 	"SessionDrillReport":  SessionDrillReport{},
 	"SessionDrillRequest": SessionDrillRequest{},
+	"SetTokenRequest":     SetTokenRequest{},
+	"SetTokenResult":      SetTokenResult{},
 	"ShutdownResponse":    ShutdownResponse{},
 	"Status":              Status{},
 	"Tool":                Tool{},
