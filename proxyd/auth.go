@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/discovery"
+	"github.com/mcpx-dev/mcpx/internal/secretref"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth"
@@ -52,11 +53,19 @@ func (d *Daemon) initAuth() {
 // pointed elsewhere needs a new sign-in.
 func serverKey(s config.Server) string { return oauth.ServerKey(s.Name, s.URL) }
 
+// configuredClient is the server's configured OAuth client, its secret
+// reference resolved now. A reference that does not resolve leaves the
+// secret empty: the authorization server's invalid_client then names the
+// config keys to check.
 func configuredClient(s config.Server) *oauth.Client {
 	if s.OAuth == nil || s.OAuth.ClientID == "" {
 		return nil
 	}
-	return &oauth.Client{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret}
+	secret, err := secretref.Expand(s.OAuth.ClientSecret)
+	if err != nil {
+		secret = ""
+	}
+	return &oauth.Client{ClientID: s.OAuth.ClientID, ClientSecret: secret}
 }
 
 // registerGrants tells the coordinator about every HTTP server, so a
