@@ -87,7 +87,6 @@ var pendingClientScenarios = map[string]string{
 	"initialize":                            "a server answering server/discover with an empty result is taken for a modern one, so no initialize is sent (some runs)",
 	"sep-2322-client-request-state":         "mcpx call cannot answer an upstream's request for input yet",
 	"elicitation-sep1034-client-defaults":   "mcpx call cannot answer an upstream's request for input yet",
-	"auth/scope-retry-limit":                "mcpx login returns before proxyd has reconnected, so a status read at once may show the state from before (some runs)",
 	"auth/scope-step-up":                    "the first authorization does not use the challenge's scope; the step-up's union is not seen",
 	"auth/authorization-server-migration":   "credentials are not keyed by issuer: no re-registration when the authorization server changes",
 	"auth/client-credentials-basic":         "grant client_credentials is not implemented",

@@ -85,15 +85,32 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	d.auth.setSignedIn(key, true)
 	d.log.Info("signed in", "server", s.Name, "client_source", result.ClientSource, "refresh_token", result.RefreshToken, "scopes", result.Scopes)
-	if c, ok := d.mgr.Get(s.Name); ok {
-		c.Reconnect() // connect again, now with the token
-	}
 	out.send(api.LoginEvent{Type: api.LoginEventResult, Time: time.Now().UTC(), Result: &api.LoginResult{
 		Server: s.Name, Scopes: nonNil(result.Scopes), Expiry: result.Expiry, RefreshToken: result.RefreshToken,
 		ClientID: result.ClientID, ClientSource: result.ClientSource, NewRegistration: result.NewRegistration,
-		Warnings: nonNil(result.Warnings),
+		Warnings: nonNil(result.Warnings), Connection: d.reconnectSignedIn(ctx, s.Name),
 	}})
 	return nil
+}
+
+// reconnectSignedIn connects the server again, now with its token, and
+// waits until it is ready with its tools listed or has failed, so that a
+// command run after `mcpx login` finds the server usable (or the login
+// said why not).
+func (d *Daemon) reconnectSignedIn(ctx context.Context, server string) *api.LoginConnection {
+	c, ok := d.mgr.Get(server)
+	if !ok {
+		return nil
+	}
+	st, err := c.ReconnectWait(ctx)
+	lc := &api.LoginConnection{State: st.State, Tools: st.Tools}
+	switch {
+	case err != nil:
+		lc.Error = fmt.Sprintf("still connecting when the sign-in timed out: %v", err)
+	case st.State == api.StateError:
+		lc.Error = redact.Text(st.LastError)
+	}
+	return lc
 }
 
 // handleLogout removes the server's tokens and asks the authorization

@@ -33,6 +33,7 @@ var wireTypes = map[string]any{
 	"ErrorBody":           ErrorBody{},
 	"ErrorDetail":         ErrorDetail{},
 	"Health":              Health{},
+	"LoginConnection":     LoginConnection{},
 	"LoginEvent":          LoginEvent{},
 	"LoginRequest":        LoginRequest{},
 	"LoginResult":         LoginResult{},

@@ -110,6 +110,8 @@ type Conn struct {
 	// era, so later connections pin it and keep a GET listener open for
 	// list_changed (mcp-go's listener rules out the modern probe).
 	legacySeen atomic.Bool
+
+	tries attempts // connection attempts, for ReconnectWait
 }
 
 func newConn(parent context.Context, s config.Server, opts *Options) *Conn {
@@ -154,7 +156,9 @@ func (c *Conn) run() {
 	defer close(c.done)
 	backoff := minBackoff
 	for {
+		c.tries.begin()
 		retryAfter, err := c.connect()
+		c.tries.end()
 		if c.ctx.Err() != nil {
 			c.closeClient()
 			return

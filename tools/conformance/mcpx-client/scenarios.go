@@ -182,16 +182,27 @@ func everyRequestKind(m *mcpx, sc scenarioContext) error {
 	return ep.readAndPrompt()
 }
 
-// signIn signs in, lists the tools and calls one. A refusal of the
-// credentials (error_class auth, e.g. 403 insufficient_scope) leads to
-// another sign-in, as a user would do; proxyd requests the stepped-up
-// scopes and refuses once its step-up limit is spent. mcpx login returns
-// once proxyd has reconnected the server with the new token.
+// signIn signs in, lists the tools and calls one. mcpx login returns once
+// proxyd has reconnected the server with the new token; when the server
+// refused it (e.g. 403 insufficient_scope on tools/list) or a call is
+// refused (error_class auth), the client signs in again, as a user would:
+// proxyd requests the stepped-up scopes and refuses once its step-up
+// limit is spent.
 func signIn(m *mcpx, _ scenarioContext) error {
 	var lastErr error
 	for i := 0; i < maxSignIns; i++ {
 		m.signedIn = true
-		if _, err := m.run("login", serverName, "--timeout", "30s"); err != nil {
+		out, err := m.run("login", serverName, "--timeout", "30s", "-o", "json")
+		if err != nil {
+			var res struct {
+				Connection *struct {
+					Error string `json:"error"`
+				} `json:"connection"`
+			}
+			if json.Unmarshal([]byte(out), &res) == nil && res.Connection != nil && res.Connection.Error != "" {
+				lastErr = err
+				continue // signed in, but the server refused the token
+			}
 			if lastErr != nil {
 				return fmt.Errorf("%w (after: %v)", err, lastErr)
 			}
@@ -199,15 +210,12 @@ func signIn(m *mcpx, _ scenarioContext) error {
 		}
 		ts, err := m.tools()
 		if err != nil {
-			// Connecting with the new token failed (e.g. 403 on
-			// tools/list): sign in again, as a user reading status would.
-			lastErr = err
-			continue
+			return err
 		}
 		if len(ts) == 0 {
 			return nil // signed in and listed: nothing to call
 		}
-		out, err := m.run("call", serverName, ts[0].Name, "{}", "-o", "json")
+		out, err = m.run("call", serverName, ts[0].Name, "{}", "-o", "json")
 		if err == nil {
 			return nil
 		}
