@@ -82,23 +82,14 @@ var clientRuns = []struct{ name, args string }{
 // reported and not judged (one that passes says so, to leave this list).
 // A key is a scenario, or scenario@run for one run only.
 var pendingClientScenarios = map[string]string{
-	"request-metadata":                      "the first request's version is refused with -32022; proxyd does not retry with a supported version",
-	"http-standard-headers":                 "initialize and notifications/initialized go without Mcp-Method",
-	"initialize":                            "a server answering server/discover with an empty result is taken for a modern one, so no initialize is sent (some runs)",
-	"sep-2322-client-request-state":         "mcpx call cannot answer an upstream's request for input yet",
-	"elicitation-sep1034-client-defaults":   "mcpx call cannot answer an upstream's request for input yet",
-	"auth/scope-step-up":                    "the first authorization does not use the challenge's scope; the step-up's union is not seen",
-	"auth/authorization-server-migration":   "credentials are not keyed by issuer: no re-registration when the authorization server changes",
-	"auth/client-credentials-basic":         "grant client_credentials is not implemented",
-	"auth/client-credentials-jwt":           "grant client_credentials with private_key_jwt is not implemented",
-	"auth/wif-jwt-bearer":                   "grant jwt_bearer is not implemented",
-	"auth/enterprise-managed-authorization": "grant token_exchange is not implemented",
-	"auth/dpop":                             "DPoP is not implemented",
-	"auth/dpop-nonce":                       "DPoP is not implemented",
-	"sep-2640-client-no-prefetch":           "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-digest":         "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-size":           "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-frontmatter":    "skills (SEP-2640) are not implemented",
+	"request-metadata":                    "the first request's version is refused with -32022; proxyd does not retry with a supported version",
+	"http-standard-headers":               "initialize and notifications/initialized go without Mcp-Method",
+	"sep-2322-client-request-state":       "mcpx call cannot answer an upstream's request for input yet",
+	"elicitation-sep1034-client-defaults": "mcpx call cannot answer an upstream's request for input yet",
+	"sep-2640-client-no-prefetch":         "skills (SEP-2640) are not implemented",
+	"sep-2640-client-verify-digest":       "skills (SEP-2640) are not implemented",
+	"sep-2640-client-verify-size":         "skills (SEP-2640) are not implemented",
+	"sep-2640-client-verify-frontmatter":  "skills (SEP-2640) are not implemented",
 }
 
 // TestConformanceClientSuites runs every client scenario of the official
