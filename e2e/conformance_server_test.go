@@ -325,7 +325,7 @@ func runSuite(t *testing.T, peers string, r *suiteRun) {
 		proxyd = e.startProxyd()
 		e.waitServer("conformance", api.StateReady)
 		ci := e.connectInfo()
-		target = withBearer(t, ci.URL, strings.TrimSpace(strings.TrimPrefix(ci.Header, "Authorization:")))
+		target = bearerForwarder(t, ci.URL, bearerHeader(ci)["Authorization"]).URL + "/mcp"
 	}
 	// The suite's DNS-rebinding checks want the server named localhost.
 	u, err := url.Parse(target)
@@ -420,31 +420,31 @@ func readServerResults(t *testing.T, out string) map[string]scenarioResult {
 	return res
 }
 
-// withBearer puts a loopback reverse proxy in front of proxyd's endpoint
-// that adds proxyd's bearer token (the suite sends no headers of its own)
-// and changes nothing else: Host, Origin and bodies pass as they are, and
-// streams are flushed as they come.
-func withBearer(t *testing.T, endpoint, authorization string) string {
+// bearerForwarder puts the bearer on every request to target, keeping Host
+// and Origin exactly as the runner sent them: the runner has no header
+// option, and the endpoint must keep its own Host/Origin checks.
+func bearerForwarder(t *testing.T, target, authorization string) *httptest.Server {
 	t.Helper()
-	u, err := url.Parse(endpoint)
+	u, err := url.Parse(target)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("parsing %s: %v", target, err)
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&url.URL{Scheme: u.Scheme, Host: u.Host})
+			pr.Out.URL.Scheme = u.Scheme
+			pr.Out.URL.Host = u.Host
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Set("Authorization", authorization)
 		},
-		FlushInterval: -1,
+		FlushInterval: -1, // stream SSE responses as they come
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			t.Logf("bearer proxy: %s %s: %v", r.Method, r.URL.Path, err)
+			t.Logf("bearer forwarder: %s %s: %v", r.Method, r.URL.Path, err)
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
 	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
-	return srv.URL + u.Path
+	return srv
 }
 
 // checkDirect: the fixture passes every scenario, apart from those whose
