@@ -31,6 +31,11 @@ prints the granted scopes, the expiry and whether a refresh token was
 issued. proxyd refreshes the token before it expires, one refresh per
 grant however many calls are waiting.
 
+The command returns once proxyd has reconnected the server with the new
+token and listed its tools, so 'mcpx login X && mcpx call X ...' never
+races the reconnection; when the server does not connect (say, it
+refuses the granted scopes) it exits 1 saying why.
+
 With --no-browser the authorization URL is printed on its own line to
 open anywhere (the redirect still goes to this machine's loopback).
 
@@ -128,7 +133,10 @@ func runLogin(c *cli.Context) error {
 		errorf(c, "warning: %s\n", redact.Control(w))
 	}
 	if f != "table" {
-		return render(c, result, nil)
+		if err := render(c, result, nil); err != nil {
+			return err
+		}
+		return notConnected(result)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "Signed in to %s.\n", result.Server)
@@ -138,7 +146,20 @@ func runLogin(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "  refresh token: %s\n", yesNo(result.RefreshToken))
 	fmt.Fprintf(w, "  client:        %s (%s)\n", result.ClientID, result.ClientSource)
-	return nil
+	if cn := result.Connection; cn != nil && cn.Error == "" {
+		fmt.Fprintf(w, "  server:        %s, %d tools\n", cn.State, cn.Tools)
+	}
+	return notConnected(result)
+}
+
+// notConnected fails a sign-in after which proxyd could not connect the
+// server, so that `mcpx login X && mcpx call X ...` stops there.
+func notConnected(r *api.LoginResult) error {
+	if r.Connection == nil || r.Connection.Error == "" {
+		return nil
+	}
+	return exitErr(ExitFailure, fmt.Errorf("signed in to %s, but the server did not connect: %s (see 'mcpx status %s')",
+		r.Server, redact.Control(r.Connection.Error), r.Server))
 }
 
 func orNoneText(s string) string {
