@@ -33,6 +33,9 @@ func (d *Daemon) routes() http.Handler {
 		{"POST /v1/call/input", d.handleCallInput},
 		{"POST /v1/call/cancel", d.handleCallCancel},
 		{"POST /v1/probe", d.handleProbe},
+		{"GET /v1/resources", d.handleResources},
+		{"GET /v1/prompts", d.handlePrompts},
+		{"POST /v1/rpc", d.handleRPC},
 
 		{"POST /v1/login", d.handleLogin},
 		{"POST /v1/logout", d.handleLogout},

@@ -173,7 +173,7 @@ func TestParseErrors(t *testing.T) {
 		{"transport sse with command", "servers:\n  - name: a\n    command: x\n    transport: sse\n", 4, 16, "transport sse needs url", ""},
 		{"protocol unknown", "servers:\n  - name: a\n    url: https://x/mcp\n    protocol: v2\n", 4, 15, `unknown protocol "v2"`, "auto"},
 		{"bad header reference", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      x-team: ${vault:abc}\n", 5, 7, "unknown reference", "${env:NAME}"},
-		{"api key header", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      X-API-Key: abc123\n", 5, 7, "holds a credential", "mcpx auth set-token a"},
+		{"cookie header", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      Cookie: s=abc123\n", 5, 7, "holds a credential", "mcpx auth set-token a"},
 		{"authorization header", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      authorization: Bearer abc\n", 5, 7, "header authorization holds a credential written into the config file", "${env:NAME}"},
 		{"header name invalid", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      \"X Team\": a\n", 5, 7, `invalid header name "X Team"`, ""},
 		{"header value CRLF", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      X-A: \"a\\r\\nb\"\n", 5, 12, "header X-A has an invalid value", "one line"},

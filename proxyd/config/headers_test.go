@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +31,16 @@ func TestHeaderReferences(t *testing.T) {
 	os.Unsetenv("MCPX_TEST_PAT")
 	if _, err := s.ResolvedHeaders(); err == nil {
 		t.Error("an unset variable resolved")
+	}
+}
+
+func TestSecretLookingHeaderWarns(t *testing.T) {
+	cfg, err := Parse("config.yaml", []byte("servers:\n  - name: a\n    url: https://x.test/mcp\n    headers:\n      X-Api-Key: abc123\n      X-Team: blue\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := cfg.Warnings()
+	if len(ws) != 1 || !strings.Contains(ws[0].Error(), "X-Api-Key looks like a credential") {
+		t.Errorf("warnings %v", ws)
 	}
 }

@@ -336,10 +336,14 @@ func (v *validator) headers(h map[string]string, where, name string) {
 // config may hold only as a reference.
 func credentialHeader(k string) bool {
 	k = strings.ToLower(k)
-	if k == "authorization" || k == "proxy-authorization" || k == "cookie" {
-		return true
-	}
-	for _, w := range []string{"token", "secret", "api-key", "apikey", "api_key", "password"} {
+	return k == "authorization" || k == "proxy-authorization" || k == "cookie"
+}
+
+// secretLookingHeader: a header whose name says it carries a secret; a
+// literal value gets a warning.
+func secretLookingHeader(k string) bool {
+	k = strings.ToLower(k)
+	for _, w := range []string{"token", "secret", "key", "password", "auth"} {
 		if strings.Contains(k, w) {
 			return true
 		}
