@@ -14,7 +14,7 @@ import (
 var callCommand = &cli.Command{
 	Name:      "call",
 	Usage:     "call a tool through proxyd and print its result",
-	ArgsUsage: "[SERVER] TOOL [JSON | KEY=VALUE ...]",
+	ArgsUsage: "[SERVER | URL] TOOL [JSON | @FILE | - | KEY=VALUE ...] [-- COMMAND [ARGS...]]",
 	Description: `Calls TOOL on SERVER through proxyd (recorded in the activity log like any
 call). TOOL is the server's own name for it or the name MCP clients see
 (see 'mcpx tools'); that exposed name also works alone, without SERVER.
@@ -37,6 +37,11 @@ content, or a whole result with "action"). Without a terminal or --elicit
 the request is cancelled. A request for an LLM completion (sampling) is
 refused: mcpx call has no model. Ctrl-C cancels the call upstream and
 exits 130 once proxyd confirms; a second Ctrl-C exits at once.
+
+A one-shot target needs no config entry: 'mcpx call URL TOOL ...', or a
+stdio server's command after '--' ('mcpx call TOOL K=V -- npx server').
+It runs through proxyd when it is up (recorded as an ad-hoc server) and
+in-process otherwise, as stderr says.
 
 Examples:
    mcpx call fixture echo text=hello
@@ -61,6 +66,9 @@ func runCall(c *cli.Context) error {
 	}
 	if _, err := format(c); err != nil {
 		return err
+	}
+	if t, rest := adHocTarget(c, c.Args().Slice()); t != nil {
+		return runCallAdHoc(c, t, rest)
 	}
 	// One name alone is the exposed name; so is a name followed by
 	// arguments, which always hold '=' or are a JSON object.
@@ -126,4 +134,3 @@ func runCall(c *cli.Context) error {
 func isArgument(s string) bool {
 	return strings.Contains(s, "=") || strings.HasPrefix(strings.TrimSpace(s), "{") || s == "-" || strings.HasPrefix(s, "@")
 }
-
