@@ -22,9 +22,9 @@ Arguments are one JSON object (inline, @FILE, or - for stdin), or
 KEY=VALUE pairs (positional or with --arg) typed by the tool's input
 schema: a string property takes "123" as a string, a number property as
 a number; other VALUEs are read as JSON when they parse. A key given twice
-is an error. proxyd checks the arguments against the schema before
+is an error. proxyd checks KEY=VALUE arguments against the schema before
 sending: a mismatch exits 2 (error_class proxy_policy, fault_domain
-client) in the schema's words. Exits 4 when the call fails or the tool
+client) in the schema's words. A JSON object is sent as written. Exits 4 when the call fails or the tool
 reports isError, printing the error class and fault domain; 8 when there
 is no such server or tool.
 
@@ -85,6 +85,7 @@ func runCall(c *cli.Context) error {
 		return err
 	}
 	req.Arguments = args
+	req.CheckSchema = !jsonArgument(c.Args().Slice()[names:], c.StringSlice("arg"))
 	if d := c.Duration("timeout"); d > 0 {
 		req.TimeoutMS = d.Milliseconds()
 	}
