@@ -128,6 +128,9 @@ func propagateUsageErrors(c *cli.Command) {
 // Main runs mcpx with os.Args and returns the process exit code.
 func Main() int {
 	app := New(os.Stdout, os.Stderr)
+	if completeFlagValue(os.Stdout, os.Args) {
+		return ExitOK
+	}
 	args, err := preflight(app, os.Args)
 	if err == nil {
 		err = app.RunContext(context.Background(), normalizeArgs(app, args))

@@ -56,7 +56,7 @@ Examples:
 		saveFlag,
 		&cli.StringFlag{Name: "elicit", Usage: "answer the upstream's requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)"},
 	},
-	BashComplete: completeServers,
+	BashComplete: completeCall,
 	Action:       runCall,
 }
 

@@ -64,7 +64,8 @@ Examples:
 		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
 		outputFlag,
 	},
-	Action: runProbe,
+	BashComplete: completeServers,
+	Action:       runProbe,
 }
 
 func runProbe(c *cli.Context) error {

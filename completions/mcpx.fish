@@ -192,3 +192,18 @@ complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'completion' -d 'print a s
 complete -c mcpx -n '__fish_seen_subcommand_from completion' -f -l help -s h -d 'show help'
 complete -c mcpx -n '__fish_seen_subcommand_from help h' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'help h' -d 'show help: of mcpx, of a command, or of a topic (exit-codes)'
+
+function __fish_mcpx_dynamic
+    set -l words (commandline -opc)
+    $words --generate-bash-completion 2>/dev/null
+end
+complete -c mcpx -f -n 'not __fish_mcpx_no_subcommand' -a '(__fish_mcpx_dynamic)'
+complete -c mcpx -l by -x -a 'server tool error_class fault_domain'
+complete -c mcpx -l elicit -x -a 'decline cancel defaults'
+complete -c mcpx -l error-class -x -a 'network timeout http jsonrpc tool_error session_terminated auth proxy_policy proxy_internal cancelled'
+complete -c mcpx -l fault-domain -x -a 'upstream proxy client'
+complete -c mcpx -s o -x -a 'table json yaml'
+complete -c mcpx -l output -x -a 'table json yaml'
+complete -c mcpx -l protocol -x -a 'auto legacy modern'
+complete -c mcpx -l status -x -a 'ok error'
+complete -c mcpx -l transport -x -a 'streamable-http sse stdio'
