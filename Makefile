@@ -13,9 +13,11 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mcpx ./cmd/mcpx
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mcpx-fixtures ./cmd/mcpx-fixtures
 
-# The main job end to end on embedded defaults: a fixture upstream, proxyd
-# on a temporary socket and state dir, tools, a call, status, stop.
+# The whole job end to end on embedded defaults, in a temporary socket and
+# state dir: a fixture upstream, tools, calls, probes of a healthy and a
+# broken TLS endpoint, a headless-browser sign-in, both drills, activity.
 demo: build
+	$(GO) build -trimpath -o $(BIN)/mcpx-browser ./tools/conformance/mcpx-client
 	bash tools/demo.sh
 
 # Every test: vet, staticcheck, unit and integration tests under -race,

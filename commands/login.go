@@ -146,7 +146,7 @@ func runLogin(c *cli.Context) error {
 	fmt.Fprintf(w, "Signed in to %s.\n", result.Server)
 	fmt.Fprintf(w, "  scopes:        %s\n", orNoneText(strings.Join(result.Scopes, " ")))
 	if !result.Expiry.IsZero() {
-		fmt.Fprintf(w, "  expires:       %s (in %s)\n", result.Expiry.Local().Format(time.RFC3339), humanDuration(time.Until(result.Expiry)))
+		fmt.Fprintf(w, "  expires:       %s (in %s)\n", tableTime(result.Expiry), humanDuration(time.Until(result.Expiry)))
 	}
 	fmt.Fprintf(w, "  refresh token: %s\n", yesNo(result.RefreshToken))
 	fmt.Fprintf(w, "  client:        %s (%s)\n", result.ClientID, result.ClientSource)
