@@ -7,9 +7,11 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-mcpx="$root/bin/mcpx"
-fixtures="$root/bin/mcpx-fixtures"
-browser="$root/bin/mcpx-browser"
+# MCPX_DEMO_BINDIR runs the demo on binaries built elsewhere (the e2e test).
+bindir="${MCPX_DEMO_BINDIR:-$root/bin}"
+mcpx="$bindir/mcpx"
+fixtures="$bindir/mcpx-fixtures"
+browser="$bindir/mcpx-browser"
 for b in "$mcpx" "$fixtures" "$browser"; do
 	if [[ ! -x "$b" ]]; then
 		echo "demo: $b is missing; run 'make build' (or 'make demo')" >&2
