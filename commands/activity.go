@@ -83,7 +83,7 @@ Examples:
 			Name:  "summary",
 			Usage: "counts and failure rates grouped by server, tool, error class or fault domain",
 			Flags: append(filterFlags(), outputFlag,
-				&cli.StringFlag{Name: "by", Value: "server", Usage: "server, tool, error_class or fault_domain"}),
+				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by `FIELD`: server, tool, error_class or fault_domain"}),
 			Action: runActivitySummary,
 		},
 	},

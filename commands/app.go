@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -132,6 +133,9 @@ func Main() int {
 		return ExitOK
 	}
 	args, err := preflight(app, os.Args)
+	if errors.Is(err, errHelpShown) {
+		return ExitOK
+	}
 	if err == nil {
 		err = app.RunContext(context.Background(), normalizeArgs(app, args))
 	}

@@ -81,6 +81,8 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"health", "fixture"}, want: 0},
 		{args: []string{"help", "exit-codes"}, want: 0},
 		{args: []string{"completion"}, want: 0},
+		{args: []string{"drill", "session", "fixture", "--help"}, want: 0},
+		{args: []string{"help", "servers", "add"}, want: 0},
 	})
 
 	// One code for "no such server" (and tool), with a did-you-mean.
