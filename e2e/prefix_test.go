@@ -140,8 +140,8 @@ servers:
 		{[]string{"gh_echo", `{"text": "v6"}`}, 0, "beta", "v6"},
 		{[]string{"gamma", "echo", "text=v7"}, 0, "gamma", "7"}, // left out for clients, not for the CLI
 		{[]string{"get_time"}, 0, "alpha", ""},
-		{[]string{"alpha", "gh_echo", "text=x"}, 4, "alpha", ""},
-		{[]string{"no_such_tool", "text=x"}, 4, "", ""},
+		{[]string{"alpha", "gh_echo", "text=x"}, 8, "alpha", ""},
+		{[]string{"no_such_tool", "text=x"}, 8, "", ""},
 	}
 	for _, tc := range calls {
 		var res api.CallResponse
