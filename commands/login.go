@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -29,6 +30,11 @@ browser ($BROWSER if set) and waits until the code is exchanged, then
 prints the granted scopes, the expiry and whether a refresh token was
 issued. proxyd refreshes the token before it expires, one refresh per
 grant however many calls are waiting.
+
+The command returns once proxyd has reconnected the server with the new
+token and listed its tools, so 'mcpx login X && mcpx call X ...' never
+races the reconnection; when the server does not connect (say, it
+refuses the granted scopes) it exits 1 saying why.
 
 With --no-browser the authorization URL is printed on its own line to
 open anywhere (the redirect still goes to this machine's loopback).
@@ -127,7 +133,10 @@ func runLogin(c *cli.Context) error {
 		errorf(c, "warning: %s\n", redact.Control(w))
 	}
 	if f != "table" {
-		return render(c, result, nil)
+		if err := render(c, result, nil); err != nil {
+			return err
+		}
+		return notConnected(result)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "Signed in to %s.\n", result.Server)
@@ -137,7 +146,20 @@ func runLogin(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "  refresh token: %s\n", yesNo(result.RefreshToken))
 	fmt.Fprintf(w, "  client:        %s (%s)\n", result.ClientID, result.ClientSource)
-	return nil
+	if cn := result.Connection; cn != nil && cn.Error == "" {
+		fmt.Fprintf(w, "  server:        %s, %d tools\n", cn.State, cn.Tools)
+	}
+	return notConnected(result)
+}
+
+// notConnected fails a sign-in after which proxyd could not connect the
+// server, so that `mcpx login X && mcpx call X ...` stops there.
+func notConnected(r *api.LoginResult) error {
+	if r.Connection == nil || r.Connection.Error == "" {
+		return nil
+	}
+	return exitErr(ExitFailure, fmt.Errorf("signed in to %s, but the server did not connect: %s (see 'mcpx status %s')",
+		r.Server, redact.Control(r.Connection.Error), r.Server))
 }
 
 func orNoneText(s string) string {
@@ -222,7 +244,13 @@ func runAuthStatus(c *cli.Context) error {
 	}
 	out, err := newClient(c).AuthStatus(c.Context, c.Args().First())
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			out, err = r.AuthStatus(c.Context, c.Args().First())
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return render(c, out, func(w io.Writer) error {
 		if len(out) == 0 {

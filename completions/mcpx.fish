@@ -2,7 +2,7 @@
 
 function __fish_mcpx_no_subcommand --description 'Test if there has been any subcommand yet'
     for i in (commandline -opc)
-        if contains -- $i up down proxyd status reload servers list add remove rm tools call connect-info stdio probe activity list show follow export summary health drill session refresh login logout auth status completion help h help h
+        if contains -- $i up down proxyd status describe reload servers list add remove rm tools call connect-info stdio probe activity list show follow export summary health drill session refresh login logout auth status completion help h
             return 1
         end
     end
@@ -28,9 +28,9 @@ complete -c mcpx -n '__fish_seen_subcommand_from proxyd' -f -l help -s h -d 'sho
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'proxyd' -d 'run the proxyd daemon in the foreground'
 complete -c mcpx -n '__fish_seen_subcommand_from proxyd' -f -l log-level -r -d 'debug, info, warn or error'
 complete -c mcpx -n '__fish_seen_subcommand_from proxyd' -f -l log-format -r -d 'text or json'
-complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l help -s h -d 'show help'
-complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'status' -d 'show proxyd and the state of each upstream server'
-complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from status describe' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'status describe' -d 'show proxyd and the state of each upstream server, or one server in full'
+complete -c mcpx -n '__fish_seen_subcommand_from status describe' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from reload' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'reload' -d 'make proxyd re-read its config file'
 complete -c mcpx -n '__fish_seen_subcommand_from reload' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
@@ -163,6 +163,4 @@ complete -c mcpx -n '__fish_seen_subcommand_from completion' -f -l help -s h -d 
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'completion' -d 'print a shell completion script (bash, zsh or fish)'
 complete -c mcpx -n '__fish_seen_subcommand_from completion' -f -l help -s h -d 'show help'
 complete -c mcpx -n '__fish_seen_subcommand_from help h' -f -l help -s h -d 'show help'
-complete -r -c mcpx -n '__fish_seen_subcommand_from completion' -a 'help h' -d 'Shows a list of commands or help for one command'
-complete -c mcpx -n '__fish_seen_subcommand_from help h' -f -l help -s h -d 'show help'
-complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'help h' -d 'Shows a list of commands or help for one command'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'help h' -d 'show help: of mcpx, of a command, or of a topic (exit-codes)'

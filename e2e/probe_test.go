@@ -108,7 +108,7 @@ func TestProbeEveryFixtureThroughBinary(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, `"auth_required"`) {
 		t.Errorf("probe by a name only proxyd's config has:\n%s", r)
 	}
-	if r := e.run("probe", "no-such-server"); r.code != 2 || !strings.Contains(r.stderr, `no server named "no-such-server"`) {
+	if r := e.run("probe", "no-such-server"); r.code != 8 || !strings.Contains(r.stderr, `no server named "no-such-server"`) {
 		t.Errorf("probe of an unknown name through proxyd:\n%s", r)
 	}
 

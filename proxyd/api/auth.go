@@ -39,6 +39,17 @@ type LoginResult struct {
 	ClientSource    string    `json:"client_source"` // configured | metadata_document | registered
 	NewRegistration bool      `json:"new_registration"`
 	Warnings        []string  `json:"warnings"`
+	// Connection is how the server's reconnection with the new token
+	// went: the sign-in answers once it has finished.
+	Connection *LoginConnection `json:"connection,omitempty"`
+}
+
+// LoginConnection is the server's state after the reconnection that
+// follows a sign-in.
+type LoginConnection struct {
+	State string `json:"state"` // ready | degraded | error | disabled
+	Tools int    `json:"tools"`
+	Error string `json:"error,omitempty"` // why it is not usable
 }
 
 // LogoutRequest is POST /v1/logout.

@@ -39,6 +39,7 @@ var wireTypes = map[string]any{
 	"InputError":          InputError{},
 	"InputEvent":          InputEvent{},
 	"LogEvent":            LogEvent{},
+	"LoginConnection":     LoginConnection{},
 	"LoginEvent":          LoginEvent{},
 	"LoginRequest":        LoginRequest{},
 	"LoginResult":         LoginResult{},

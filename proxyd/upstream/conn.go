@@ -110,6 +110,8 @@ type Conn struct {
 	// era, so later connections pin it and keep a GET listener open for
 	// list_changed (mcp-go's listener rules out the modern probe).
 	legacySeen atomic.Bool
+
+	tries attempts // connection attempts, for ReconnectWait
 }
 
 func newConn(parent context.Context, s config.Server, opts *Options) *Conn {

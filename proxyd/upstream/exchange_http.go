@@ -221,8 +221,15 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				continue // not a JSON-RPC message: skipped, as the library does
 			}
 			switch {
+			case m.Method != "" && len(m.ID) > 0 && !c.routes.takeAsk():
+				// An upstream asking for more than proxyd lets wait at once
+				// gets the overflow refused rather than piling up.
+				go c.postMessage(hc, w, sid, response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
 			case m.Method != "" && len(m.ID) > 0:
-				go c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+				go func() {
+					defer c.routes.doneAsk()
+					c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+				}()
 			case m.Method != "":
 				c.deliver(x, m.Method, m.Params)
 			case len(m.ID) > 0:

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/certpool"
 	"github.com/mcpx-dev/mcpx/internal/httppolicy"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -47,16 +47,9 @@ func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
 
 // certPool is the system pool plus the configured CA file.
 func certPool(file string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	pem, err := os.ReadFile(file)
+	pool, err := certpool.Load(file)
 	if err != nil {
-		return nil, fmt.Errorf("reading tls.ca_file: %w", err)
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", file)
+		return nil, fmt.Errorf("tls.ca_file: %w", err)
 	}
 	return pool, nil
 }
