@@ -1,8 +1,6 @@
 package commands
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -50,6 +48,7 @@ Examples:
 		outputFlag,
 		&cli.StringSliceFlag{Name: "arg", Aliases: []string{"a"}, Usage: "argument `KEY=VALUE` (repeatable)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "call timeout (default: the server's configured timeout, 60s)"},
+		saveFlag,
 		&cli.StringFlag{Name: "elicit", Usage: "answer the upstream's requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)"},
 	},
 	BashComplete: completeServers,
@@ -97,7 +96,7 @@ func runCall(c *cli.Context) error {
 		errorf(c, "call cancelled (the upstream was told)\n")
 		return silentExit(ExitInterrupted)
 	}
-	if err := render(c, res, func(w io.Writer) error { return printCallResult(w, res) }); err != nil {
+	if err := render(c, res, func(w io.Writer) error { return printToolResult(w, res.Result, c.String("save")) }); err != nil {
 		return err
 	}
 	if res.Error != nil {
@@ -128,45 +127,3 @@ func isArgument(s string) bool {
 	return strings.Contains(s, "=") || strings.HasPrefix(strings.TrimSpace(s), "{") || s == "-" || strings.HasPrefix(s, "@")
 }
 
-// printCallResult prints a result's content for people: text as text,
-// other content as a one-line summary, structured content as JSON.
-func printCallResult(w io.Writer, res *api.CallResponse) error {
-	if res.Result == nil {
-		return nil
-	}
-	var r struct {
-		Content []struct {
-			Type     string `json:"type"`
-			Text     string `json:"text"`
-			MimeType string `json:"mimeType"`
-			Resource *struct {
-				URI string `json:"uri"`
-			} `json:"resource"`
-		} `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-	}
-	if err := json.Unmarshal(res.Result, &r); err != nil {
-		fmt.Fprintln(w, prettyJSON(res.Result))
-		return nil
-	}
-	for _, c := range r.Content {
-		switch c.Type {
-		case "text":
-			fmt.Fprintln(w, redact.Control(c.Text))
-		case "image", "audio":
-			fmt.Fprintf(w, "[%s content, %s]\n", c.Type, c.MimeType)
-		case "resource", "resource_link":
-			uri := ""
-			if c.Resource != nil {
-				uri = c.Resource.URI
-			}
-			fmt.Fprintf(w, "[%s %s]\n", c.Type, uri)
-		default:
-			fmt.Fprintf(w, "[%s content]\n", c.Type)
-		}
-	}
-	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" && len(r.Content) == 0 {
-		fmt.Fprintln(w, prettyJSON(r.StructuredContent))
-	}
-	return nil
-}

@@ -85,7 +85,7 @@ Examples:
 		Flags:        []cli.Flag{outputFlag},
 		BashComplete: completeServers,
 		Action:       runAuthStatus,
-	}},
+	}, authSetTokenCommand},
 }
 
 func runLogin(c *cli.Context) error {

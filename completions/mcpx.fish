@@ -2,7 +2,7 @@
 
 function __fish_mcpx_no_subcommand --description 'Test if there has been any subcommand yet'
     for i in (commandline -opc)
-        if contains -- $i up down proxyd status describe reload servers list add remove rm tools call connect-info stdio probe activity list show follow export summary health drill session refresh login logout auth status completion help h
+        if contains -- $i up down proxyd status describe reload servers list add remove rm tools call resources read prompts prompt rpc connect-info stdio probe activity list show follow export summary health drill session refresh login logout auth status set-token completion help h
             return 1
         end
     end
@@ -59,10 +59,32 @@ complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'call' -d 'call a tool thr
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l arg -s a -r -d 'argument `KEY=VALUE` (repeatable)'
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l timeout -r -d 'call timeout (default: the server\'s configured timeout, 60s)'
+complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l save -r -d 'write images, audio and binary resources to files in `DIR`'
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l elicit -r -d 'answer the upstream\'s requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)'
+complete -c mcpx -n '__fish_seen_subcommand_from resources' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'resources' -d 'list the resources and resource templates of every server, or of one'
+complete -c mcpx -n '__fish_seen_subcommand_from resources' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from read' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'read' -d 'read a resource of SERVER through proxyd'
+complete -c mcpx -n '__fish_seen_subcommand_from read' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from read' -f -l save -r -d 'write images, audio and binary resources to files in `DIR`'
+complete -c mcpx -n '__fish_seen_subcommand_from read' -f -l timeout -r -d 'request timeout (default: the server\'s call timeout)'
+complete -c mcpx -n '__fish_seen_subcommand_from prompts' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'prompts' -d 'list the prompts of every server, or of one'
+complete -c mcpx -n '__fish_seen_subcommand_from prompts' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from prompt' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'prompt' -d 'get a prompt of SERVER with its arguments, through proxyd'
+complete -c mcpx -n '__fish_seen_subcommand_from prompt' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from prompt' -f -l save -r -d 'write images, audio and binary resources to files in `DIR`'
+complete -c mcpx -n '__fish_seen_subcommand_from prompt' -f -l timeout -r -d 'request timeout (default: the server\'s call timeout)'
+complete -c mcpx -n '__fish_seen_subcommand_from rpc' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'rpc' -d 'send one MCP request of any method to SERVER through proxyd'
+complete -c mcpx -n '__fish_seen_subcommand_from rpc' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from rpc' -f -l timeout -r -d 'request timeout (default: the server\'s call timeout)'
 complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'connect-info' -d 'print what an MCP client needs to use proxyd'
 complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l show-token -d 'print the bearer token in full'
 complete -c mcpx -n '__fish_seen_subcommand_from stdio' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'stdio' -d 'bridge a stdio MCP client to proxyd'
 complete -c mcpx -n '__fish_seen_subcommand_from stdio' -f -l reconnect-wait -r -d 'how long to wait for a restarted proxyd'
@@ -159,6 +181,9 @@ complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'auth' -d 'sign-in state o
 complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_seen_subcommand_from auth' -a 'status' -d 'per server: signed in, expiry, refresh token, scopes, last refresh and its class'
 complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from set-token' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_seen_subcommand_from auth' -a 'set-token' -d 'store a static bearer token (PAT, API key) for SERVER, read from stdin'
+complete -c mcpx -n '__fish_seen_subcommand_from set-token' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from completion' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'completion' -d 'print a shell completion script (bash, zsh or fish)'
 complete -c mcpx -n '__fish_seen_subcommand_from completion' -f -l help -s h -d 'show help'
