@@ -229,7 +229,7 @@ func (rs *dpopResourceServer) check(r *http.Request) error {
 	rs.mu.Lock()
 	rs.all = append(rs.all, proof)
 	rs.mu.Unlock()
-	jws, err := jose.ParseSigned(proof, []jose.SignatureAlgorithm{jose.ES256})
+	jws, err := jose.ParseSignedCompact(proof, []jose.SignatureAlgorithm{jose.ES256})
 	if err != nil || len(jws.Signatures) != 1 {
 		return fmt.Errorf("proof does not parse: %v", err)
 	}

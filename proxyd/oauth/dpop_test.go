@@ -22,7 +22,7 @@ import (
 // with pub) and returns its header and claims.
 func verify(t *testing.T, token string, pub any) (jose.Header, map[string]any) {
 	t.Helper()
-	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.ES256, jose.RS256})
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.ES256, jose.RS256})
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
