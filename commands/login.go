@@ -73,12 +73,17 @@ var authCommand = &cli.Command{
 	Usage: "sign-in state of servers",
 	Subcommands: []*cli.Command{{
 		Name:      "status",
-		Usage:     "per server: signed in, expiry, refresh token, scopes, last refresh and its class",
+		Usage:     "per server: signed in, grant, token binding, issuer, expiry, refresh token, scopes, last refresh",
 		ArgsUsage: "[SERVER]",
-		Description: `Shows, for every HTTP server (or one), whether proxyd holds a grant, when
-the access token expires and when the next proactive refresh runs, whether
-a refresh token exists, the scopes, the last refresh's outcome and class
-(transient or terminal) and a latched terminal failure (sign in again).
+		Description: `Shows, for every HTTP server (or one), whether proxyd holds a grant, how
+it obtains tokens (authorization_code, client_credentials, jwt_bearer or
+token_exchange, with the identity token's source), how the token is
+presented (Bearer, or DPoP bound to the grant's key), the authorization
+server issuer the credentials are keyed by, when the access token expires
+and when the next proactive refresh (or, for a grant without a browser,
+the next token request) runs, whether a refresh token exists, the
+scopes, the last refresh's outcome and class (transient or terminal) and
+a latched terminal failure (sign in again).
 
 Examples:
    mcpx auth status
@@ -268,7 +273,7 @@ func runAuthStatus(c *cli.Context) error {
 			fmt.Fprintln(w, "No HTTP servers configured.")
 			return nil
 		}
-		t := newTable(w, "SERVER", "SIGNED IN", "EXPIRES", "REFRESH TOKEN", "SCOPES", "LAST REFRESH", "NEXT REFRESH", "NOTE")
+		t := newTable(w, "SERVER", "SIGNED IN", "GRANT", "TOKEN", "ISSUER", "EXPIRES", "REFRESH TOKEN", "SCOPES", "LAST REFRESH", "NEXT REFRESH", "NOTE")
 		for _, s := range out {
 			expires, last, next := "-", "-", "-"
 			if s.Expiry != nil {
@@ -289,7 +294,11 @@ func runAuthStatus(c *cli.Context) error {
 			case !s.SignedIn:
 				note = signInNote(s.Server, states)
 			}
-			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, oneLine(note, 60)})
+			grant := s.Grant
+			if s.IdentitySource != "" {
+				grant += " (" + s.IdentitySource + ")"
+			}
+			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), grant, dash(s.Binding), dash(s.Issuer), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, oneLine(note, 60)})
 		}
 		return t.Render()
 	})

@@ -182,7 +182,7 @@ complete -c mcpx -n '__fish_seen_subcommand_from logout' -f -l output -s o -r -d
 complete -c mcpx -n '__fish_seen_subcommand_from auth' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'auth' -d 'sign-in state of servers'
 complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l help -s h -d 'show help'
-complete -r -c mcpx -n '__fish_seen_subcommand_from auth' -a 'status' -d 'per server: signed in, expiry, refresh token, scopes, last refresh and its class'
+complete -r -c mcpx -n '__fish_seen_subcommand_from auth' -a 'status' -d 'per server: signed in, grant, token binding, issuer, expiry, refresh token, scopes, last refresh'
 complete -c mcpx -n '__fish_seen_subcommand_from status' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from set-token' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_seen_subcommand_from auth' -a 'set-token' -d 'store a static bearer token (PAT, API key) for SERVER, read from stdin'

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +59,42 @@ func requireNetns(t *testing.T) {
 // suiteSize matches the runner's "Running all suite (48 scenarios)".
 var suiteSize = regexp.MustCompile(`Running \S+ suite \((\d+) scenarios\)`)
 
+// listedScenario is a line of `conformance list`: "  - NAME [VERSIONS]".
+var listedScenario = regexp.MustCompile(`^\s+- (\S+) \[([^\]]*)\]\s*$`)
+
+// clientScenario is one client scenario and the revisions it applies to.
+type clientScenario struct {
+	name     string
+	versions []string
+}
+
+// listClientScenarios reads the suite's client scenarios from its list.
+func listClientScenarios(t *testing.T, node, runner string) []clientScenario {
+	t.Helper()
+	out, err := exec.Command(node, runner, "list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("conformance list: %v\n%s", err, out)
+	}
+	var list []clientScenario
+	in := false
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "Client scenarios"):
+			in = true
+		case in && strings.TrimSpace(line) != "" && !strings.HasPrefix(line, " "):
+			in = false
+		case in:
+			if m := listedScenario.FindStringSubmatch(line); m != nil {
+				list = append(list, clientScenario{name: m[1], versions: strings.Split(m[2], ",")})
+			}
+		}
+	}
+	if len(list) == 0 {
+		t.Fatalf("no client scenarios in the suite's list:\n%s", out)
+	}
+	return list
+}
+
 // clientCheck is one entry of a client scenario's checks.json.
 type clientCheck struct {
 	ID           string `json:"id"`
@@ -68,142 +104,148 @@ type clientCheck struct {
 	ErrorMessage string `json:"errorMessage"`
 }
 
-// clientRuns are the runner invocations that together cover every client
-// scenario of the suite: all of them at their own default revision
-// (2025-11-25 for those of both revisions, the extensions, the
-// 2025-03-26 back-compatibility ones), and again every scenario of the
-// 2026-07-28 revision on its wire (stateless requests, per-request _meta).
-var clientRuns = []struct{ name, args string }{
-	{"all", "--suite all"},
-	{"2026-07-28", "--suite all --spec-version 2026-07-28"},
-}
+// modern is the revision whose scenarios also run on its own wire.
+const modern = "2026-07-28"
 
 // pendingClientScenarios fail today, each for the reason given; they are
 // reported and not judged (one that passes says so, to leave this list).
 // A key is a scenario, or scenario@run for one run only.
 var pendingClientScenarios = map[string]string{
-	"request-metadata":                    "the first request's version is refused with -32022; proxyd does not retry with a supported version",
-	"http-standard-headers":               "initialize and notifications/initialized go without Mcp-Method",
-	"sep-2322-client-request-state":       "mcpx call cannot answer an upstream's request for input yet",
-	"elicitation-sep1034-client-defaults": "mcpx call cannot answer an upstream's request for input yet",
-	"sep-2640-client-no-prefetch":         "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-digest":       "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-size":         "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-frontmatter":  "skills (SEP-2640) are not implemented",
+	"sep-2640-client-no-prefetch":        "skills (SEP-2640) are not implemented",
+	"sep-2640-client-verify-digest":      "skills (SEP-2640) are not implemented",
+	"sep-2640-client-verify-size":        "skills (SEP-2640) are not implemented",
+	"sep-2640-client-verify-frontmatter": "skills (SEP-2640) are not implemented",
 }
 
+// clientJob is one scenario run: at the scenario's default revision
+// ("default"), or on the 2026-07-28 wire.
+type clientJob struct {
+	run, scenario string
+	out           string
+	transcript    string
+	err           error
+	took          time.Duration
+}
+
+// clientParallel is how many scenarios run at once: each starts a proxyd
+// and many mcpx commands, and a machine of two cores given them all at
+// once answers too slowly for connection timeouts.
+const clientParallel = 8
+
 // TestConformanceClientSuites runs every client scenario of the official
-// MCP conformance suite with mcpx as the client: the adapter starts a real
-// proxyd and drives the real CLI. Every scenario must pass with at least
-// one successful check.
+// MCP conformance suite with mcpx as the client: each at its default
+// revision (2025-11-25 for those of both revisions, the 2025-03-26
+// back-compatibility ones, the extensions), and again on the 2026-07-28
+// wire (stateless requests, per-request _meta) every one that also applies
+// to an earlier revision. The adapter starts a real proxyd and drives the
+// real CLI. Every scenario must pass with at least one successful check.
 func TestConformanceClientSuites(t *testing.T) {
 	peers := peersDir(t)
 	requireNetns(t)
 	adapter := conformanceAdapter(t)
 	node := filepath.Join(peers, nodeRel)
 	runner := filepath.Join(peers, conformanceNextRel)
-	for _, run := range clientRuns {
-		t.Run(run.name, func(t *testing.T) {
-			out := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			script := `ip link set lo up && exec "$0" "$1" client --command "$2" ` + run.args + ` --timeout 60000 -o "$3" --verbose`
-			cmd := exec.CommandContext(ctx, "unshare", "-rn", "sh", "-c", script, node, runner, adapter, out)
-			cmd.Env = append(os.Environ(), "MCPX_BIN="+mcpxBin, "NO_COLOR=1", "MCPX_CLIENT_LOG=1")
-			var buf bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &buf, &buf
-			cmd.WaitDelay = 10 * time.Second
-			runErr := cmd.Run()
-			transcript := buf.String()
-			if ctx.Err() != nil {
-				t.Fatalf("the %s run did not finish within 4m\n%s", run.name, transcript)
-			}
-			m := suiteSize.FindStringSubmatch(transcript)
-			if m == nil {
-				t.Fatalf("no suite size in the runner's output (%v)\n%s", runErr, transcript)
-			}
-			want, _ := strconv.Atoi(m[1])
-			if want == 0 {
-				t.Fatalf("the %s run has no scenarios\n%s", run.name, transcript)
-			}
-			files, err := filepath.Glob(filepath.Join(out, "*", "checks.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			nested, err := filepath.Glob(filepath.Join(out, "*", "*", "checks.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			files = append(files, nested...)
-			if len(files) != want {
-				t.Errorf("%d scenario results, want %d\n%s", len(files), want, transcript)
-			}
-			total, pendingFailed := 0, 0
-			for _, f := range files {
-				scenario := scenarioOf(out, f)
-				b, err := os.ReadFile(f)
-				if err != nil {
-					t.Fatal(err)
+	var jobs []*clientJob
+	for _, sc := range listClientScenarios(t, node, runner) {
+		jobs = append(jobs, &clientJob{run: "default", scenario: sc.name})
+		if slices.Contains(sc.versions, modern) && len(sc.versions) > 1 {
+			jobs = append(jobs, &clientJob{run: modern, scenario: sc.name})
+		}
+	}
+	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	work := make(chan *clientJob)
+	var wg sync.WaitGroup
+	for range clientParallel {
+		wg.Go(func() {
+			for j := range work {
+				j.out, _ = os.MkdirTemp(root, "run-")
+				args := "--scenario " + j.scenario
+				if j.run == modern {
+					args += " --spec-version " + modern
 				}
-				var checks []clientCheck
-				if err := json.Unmarshal(b, &checks); err != nil {
-					t.Fatalf("%s: decoding checks.json: %v", scenario, err)
-				}
-				passed := 0
-				var bad []string
-				for _, c := range checks {
-					switch c.Status {
-					case "SUCCESS":
-						passed++
-					case "FAILURE", "WARNING":
-						bad = append(bad, fmt.Sprintf("%s %s: %s %s", c.Status, c.Name, c.Description, c.ErrorMessage))
-					}
-				}
-				if passed == 0 {
-					bad = append(bad, "no successful check (a client that does nothing passes with 0)")
-				}
-				why, ok := pendingClientScenarios[scenario+"@"+run.name]
-				if !ok {
-					why, ok = pendingClientScenarios[scenario]
-				}
-				if ok {
-					if len(bad) == 0 {
-						t.Logf("%s: PASSES NOW (%d checks): remove it from pendingClientScenarios", scenario, passed)
-						continue
-					}
-					pendingFailed++
-					t.Logf("%s: pending (%s): %d checks passed, %d not", scenario, why, passed, len(bad))
-					continue
-				}
-				for _, msg := range bad {
-					t.Errorf("%s: %s", scenario, msg)
-				}
-				if len(bad) > 0 {
-					// What the adapter and proxyd did, for the diagnosis.
-					if b, err := os.ReadFile(filepath.Join(filepath.Dir(f), "stderr.txt")); err == nil {
-						t.Logf("%s: adapter transcript:\n%s", scenario, b)
-					}
-				}
-				total += passed
-				t.Logf("%s: %d checks passed", scenario, passed)
+				script := `ip link set lo up && exec "$0" "$1" client --command "$2" ` + args + ` --timeout 60000 -o "$3"`
+				cmd := exec.CommandContext(ctx, "unshare", "-rn", "sh", "-c", script, node, runner, adapter, j.out)
+				cmd.Env = append(os.Environ(), "MCPX_BIN="+mcpxBin, "NO_COLOR=1", "MCPX_CLIENT_LOG=1")
+				var buf bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &buf, &buf
+				cmd.WaitDelay = 10 * time.Second
+				start := time.Now()
+				j.err = cmd.Run()
+				j.took = time.Since(start)
+				j.transcript = buf.String()
 			}
-			if runErr != nil && pendingFailed == 0 {
-				t.Errorf("the runner failed: %v", runErr)
-			}
-			if t.Failed() {
-				t.Logf("runner output:\n%s", transcript)
-			}
-			t.Logf("run %s: %d scenarios, %d checks passed, %d pending", run.name, len(files), total, pendingFailed)
 		})
 	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("the client scenarios did not finish within 8m")
+	}
+	passedTotal := map[string]int{}
+	for _, j := range jobs {
+		t.Run(j.run+"/"+j.scenario, func(t *testing.T) {
+			passedTotal[j.run] += judgeClientScenario(t, j)
+		})
+	}
+	t.Logf("%d scenario runs; checks passed: %v", len(jobs), passedTotal)
 }
 
-// scenarioOf names the scenario of a checks.json under out: the runner
-// writes OUT/<scenario>-<timestamp>/checks.json, with auth/ scenarios one
-// level deeper.
-func scenarioOf(out, file string) string {
-	rel, _ := filepath.Rel(out, filepath.Dir(file))
-	return stamp.ReplaceAllString(filepath.ToSlash(rel), "")
+// judgeClientScenario reads one run's checks.json and reports what
+// failed; it returns the checks that passed.
+func judgeClientScenario(t *testing.T, j *clientJob) int {
+	files, _ := filepath.Glob(filepath.Join(j.out, "*", "checks.json"))
+	nested, _ := filepath.Glob(filepath.Join(j.out, "*", "*", "checks.json"))
+	files = append(files, nested...)
+	if len(files) != 1 {
+		t.Fatalf("%d results for %s, want 1 (%v)\n%s", len(files), j.scenario, j.err, j.transcript)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checks []clientCheck
+	if err := json.Unmarshal(b, &checks); err != nil {
+		t.Fatalf("decoding checks.json: %v", err)
+	}
+	passed := 0
+	var bad []string
+	for _, c := range checks {
+		switch c.Status {
+		case "SUCCESS":
+			passed++
+		case "FAILURE", "WARNING":
+			bad = append(bad, fmt.Sprintf("%s %s: %s %s", c.Status, c.Name, c.Description, c.ErrorMessage))
+		}
+	}
+	if passed == 0 {
+		bad = append(bad, "no successful check (a client that does nothing passes with 0)")
+	}
+	why, ok := pendingClientScenarios[j.scenario+"@"+j.run]
+	if !ok {
+		why, ok = pendingClientScenarios[j.scenario]
+	}
+	switch {
+	case ok && len(bad) == 0:
+		t.Logf("PASSES NOW (%d checks): remove it from pendingClientScenarios", passed)
+	case ok:
+		t.Logf("pending (%s): %d checks passed, %d not", why, passed, len(bad))
+		return 0
+	case len(bad) > 0:
+		for _, msg := range bad {
+			t.Error(msg)
+		}
+		// What the adapter and proxyd did, for the diagnosis.
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(files[0]), "stderr.txt")); err == nil {
+			t.Logf("adapter transcript:\n%s", b)
+		}
+		t.Logf("runner output:\n%s", j.transcript)
+	default:
+		t.Logf("%d checks passed in %s", passed, j.took.Round(time.Millisecond))
+	}
+	return passed
 }
-
-var stamp = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[0-9-]+Z$`)

@@ -81,4 +81,15 @@ type AuthStatus struct {
 	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
 	NextProactive *time.Time `json:"next_proactive_refresh,omitempty"`
 	Refreshing    bool       `json:"refreshing"`
+	// Grant is how tokens are obtained: authorization_code,
+	// client_credentials, jwt_bearer or token_exchange.
+	Grant string `json:"grant"`
+	// Binding is how the token is presented: Bearer, or DPoP when it is
+	// bound to the grant's key.
+	Binding string `json:"binding,omitempty"`
+	// IdentitySource is where a jwt_bearer or token_exchange grant reads
+	// its identity token: the ${file:...} or ${env:...} reference.
+	IdentitySource string `json:"identity_source,omitempty"`
+	// Issuer is the authorization server the credentials are keyed by.
+	Issuer string `json:"issuer,omitempty"`
 }

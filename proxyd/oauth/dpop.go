@@ -1,7 +1,6 @@
 package oauth
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,7 +10,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"golang.org/x/oauth2"
 
 	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
@@ -166,9 +165,10 @@ func (n *dpopNonces) note(u *url.URL, resp *http.Response) {
 // key.
 var nonces dpopNonces
 
-// dpopTokenTransport adds a proof to each token request and, when the
-// authorization server answers use_dpop_nonce, sends the request again
-// once with its nonce (a new proof: one proof, one request).
+// dpopTokenTransport adds a proof to each token request and keeps the
+// authorization server's nonce. A use_dpop_nonce answer is retried by the
+// caller (retryNonce): the request is built again, since a client
+// assertion, like a proof, is good for one request only.
 type dpopTokenTransport struct {
 	next http.RoundTripper
 	key  string
@@ -187,37 +187,29 @@ func withDPoP(hc *http.Client, key string, now func() time.Time) *http.Client {
 }
 
 func (t *dpopTokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.send(req, req.Body)
-	if err != nil || resp.StatusCode != http.StatusBadRequest || resp.Header.Get("DPoP-Nonce") == "" || req.GetBody == nil {
-		return resp, err
-	}
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if rerr != nil || !strings.Contains(string(body), "use_dpop_nonce") {
-		return resp, nil
-	}
-	nb, gerr := req.GetBody()
-	if gerr != nil {
-		return resp, nil
-	}
-	return t.send(req, nb)
-}
-
-func (t *dpopTokenTransport) send(req *http.Request, body io.ReadCloser) (*http.Response, error) {
 	proof, err := dpopProof(t.key, req.Method, req.URL.String(), "", nonces.get(req.URL), t.now())
 	if err != nil {
-		if body != nil {
-			_ = body.Close()
+		if req.Body != nil {
+			_ = req.Body.Close()
 		}
 		return nil, err
 	}
 	r := req.Clone(req.Context())
-	r.Body = body
 	r.Header.Set("DPoP", proof)
 	resp, err := t.next.RoundTrip(r)
 	if err == nil {
 		nonces.note(req.URL, resp)
 	}
 	return resp, err
+}
+
+// retryNonce runs a token request, and once more when the authorization
+// server answered use_dpop_nonce (RFC 9449 §8): its nonce is kept by then.
+func retryNonce(dpop bool, request func() (*oauth2.Token, error)) (*oauth2.Token, error) {
+	t, err := request()
+	var re *oauth2.RetrieveError
+	if dpop && errors.As(err, &re) && re.ErrorCode == "use_dpop_nonce" {
+		return request()
+	}
+	return t, err
 }

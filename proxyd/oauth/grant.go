@@ -176,6 +176,10 @@ func (tr tokenRequest) secrets() []string {
 // post sends one grant to the token endpoint with the client's
 // authentication; grant_type and the grant's parameters are in params.
 func (tr tokenRequest) post(ctx context.Context, grantType string, scopes []string, params url.Values) (*oauth2.Token, error) {
+	return retryNonce(tr.DPoPKey != "", func() (*oauth2.Token, error) { return tr.postOnce(ctx, grantType, scopes, params) })
+}
+
+func (tr tokenRequest) postOnce(ctx context.Context, grantType string, scopes []string, params url.Values) (*oauth2.Token, error) {
 	style, extra, err := tr.auth()
 	if err != nil {
 		return nil, err

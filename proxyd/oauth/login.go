@@ -193,6 +193,14 @@ func Exchange(ctx context.Context, p ExchangeParams) (*Token, error) {
 	}
 	tr := tokenRequest{Endpoint: p.TokenEndpoint, Issuer: p.Issuer, Client: p.Client, Resource: p.Resource,
 		DPoPKey: p.DPoPKey, HTTP: p.HTTPClient, Now: p.Now}
+	ot, err := retryNonce(p.DPoPKey != "", func() (*oauth2.Token, error) { return exchangeOnce(ctx, tr, p) })
+	if err != nil {
+		return nil, err
+	}
+	return tokenFrom(ot, p.RequestedScopes, tr.now()), nil
+}
+
+func exchangeOnce(ctx context.Context, tr tokenRequest, p ExchangeParams) (*oauth2.Token, error) {
 	style, params, err := tr.auth()
 	if err != nil {
 		return nil, err
@@ -207,11 +215,7 @@ func Exchange(ctx context.Context, p ExchangeParams) (*Token, error) {
 	for k := range params {
 		opts = append(opts, oauth2.SetAuthURLParam(k, params.Get(k)))
 	}
-	ot, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, tr.httpClient()), p.Code, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return tokenFrom(ot, p.RequestedScopes, tr.now()), nil
+	return cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, tr.httpClient()), p.Code, opts...)
 }
 
 // StepUpScopes is the scope set to request after a 403 insufficient_scope:

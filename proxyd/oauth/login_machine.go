@@ -50,7 +50,9 @@ func (c *Coordinator) LoginMachine(ctx context.Context, req MachineLoginRequest)
 	res.ClientID = resolved.ClientID
 	grant := *req.Grant
 	if len(grant.Scopes) == 0 {
-		grant.Scopes = d.Scopes
+		// A machine grant obtains a new token at expiry: it has no use
+		// for offline_access, which such clients are usually refused.
+		grant.Scopes = slices.DeleteFunc(slices.Clone(d.Scopes), func(s string) bool { return s == "offline_access" })
 	}
 	key, err := c.grantKey(req.DPoP, md, res)
 	if err != nil {
@@ -67,7 +69,10 @@ func (c *Coordinator) LoginMachine(ctx context.Context, req MachineLoginRequest)
 		e := ClassifyRefreshError(err, false)
 		msg := redact.Text(e.Msg, tr.secrets()...)
 		if e.Class == OutcomeInvalidClient {
-			msg = fmt.Sprintf("the authorization server rejected the configured client (invalid_client): check oauth.client_id and its client_secret or private_key (%s)", msg)
+			msg = "the authorization server rejected the configured client (invalid_client): check oauth.client_id and its client_secret or private_key"
+			if e.HTTPStatus != 0 {
+				msg += fmt.Sprintf(" [HTTP %d]", e.HTTPStatus)
+			}
 		}
 		e = &RefreshError{Class: e.Class, Terminal: e.Terminal, Code: e.Code, HTTPStatus: e.HTTPStatus, RetryAfter: e.RetryAfter, Msg: msg, Err: e.Err}
 		return nil, fmt.Errorf("login to %s: %w", req.Server, e)

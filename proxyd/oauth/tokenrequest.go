@@ -43,6 +43,10 @@ func (c *Coordinator) requestToken(ctx context.Context, src GrantSource, client 
 
 // requestRefresh spends refreshToken at tr's endpoint.
 func requestRefresh(ctx context.Context, tr tokenRequest, refreshToken string) (*oauth2.Token, error) {
+	return retryNonce(tr.DPoPKey != "", func() (*oauth2.Token, error) { return refreshOnce(ctx, tr, refreshToken) })
+}
+
+func refreshOnce(ctx context.Context, tr tokenRequest, refreshToken string) (*oauth2.Token, error) {
 	style, params, err := tr.auth()
 	if err != nil {
 		return nil, err

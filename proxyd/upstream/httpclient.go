@@ -38,7 +38,7 @@ func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
 		}
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	var rt http.RoundTripper = limitTransport{next: retryAfterTransport{next: base}, max: s.ResponseLimit()}
+	var rt http.RoundTripper = standardHeaders{next: limitTransport{next: retryAfterTransport{next: base}, max: s.ResponseLimit()}}
 	for i := len(wrappers) - 1; i >= 0; i-- {
 		rt = wrappers[i](s.Name, rt)
 	}

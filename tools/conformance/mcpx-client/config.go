@@ -59,13 +59,6 @@ func (m *mcpx) writeConfig(scenario, serverURL string, c scenarioContext) error 
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nservers:\n  - name: %s\n    url: %s\n", serverName, q(serverURL))
-	// The runner says which revision the scenario speaks. A server of the
-	// session era is configured as such, as a user who knows it would:
-	// several of the suite's session-era servers answer server/discover
-	// with an empty result, which auto-detection takes for a modern server.
-	if v := os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"); v != "" && v < "2026-07-28" {
-		b.WriteString("    protocol: legacy\n")
-	}
 	if !strings.HasPrefix(scenario, "auth/") {
 		return m.write(b.String())
 	}
