@@ -123,6 +123,12 @@ func TestExitCodeTable(t *testing.T) {
 
 	runExitCases(t, e, "the upstream failed", []exitCase{
 		{args: []string{"call", "broken", "echo", "text=x"}, want: 4},
+		{args: []string{"rpc", "broken", "ping"}, want: 4},
+		{args: []string{"read", "broken", "file:///x"}, want: 4},
+	})
+	runExitCases(t, e, "any other error", []exitCase{
+		// Nothing answers at the server's URL: the sign-in cannot start.
+		{args: []string{"login", "broken", "--timeout", "5s"}, want: 1, stderr: "OAuth discovery failed"},
 	})
 	runExitCases(t, e, "not signed in", []exitCase{
 		{args: []string{"drill", "refresh", "broken"}, want: 6, stderr: "mcpx login broken"},
