@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/errtext"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
@@ -36,6 +37,7 @@ func (d *Daemon) status() api.Status {
 
 func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
+	st.LastError = errtext.Dedupe(st.LastError)
 	st.Warnings = d.naming().OmittedBy(c.Name())
 	h := d.health.Snapshot(c.Name())
 	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
