@@ -40,19 +40,11 @@ type parkTable struct {
 
 func newParkTable() *parkTable { return &parkTable{calls: map[string]*parked{}} }
 
-// add records p; false when too many calls wait already.
-func (t *parkTable) add(p *parked) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.calls) >= maxParked {
-		return false
-	}
-	t.calls[p.token] = p
-	return true
-}
-
 func (t *parkTable) remove(p *parked) {
 	token := p.currentToken()
+	if token == "" {
+		return
+	}
 	t.mu.Lock()
 	if t.calls[token] == p {
 		delete(t.calls, token)
@@ -135,12 +127,10 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	} else {
 		cctx, cancel = context.WithTimeout(cctx, parkTTL)
 	}
-	p := &parked{token: newParkToken(), method: ex.Method, name: ex.Name, cancel: cancel,
+	// The call joins the table (with a token) only when it first waits for
+	// the client: most calls never do.
+	p := &parked{method: ex.Method, name: ex.Name, cancel: cancel,
 		done: make(chan struct{}), asks: map[string]*ask{}, wake: make(chan struct{}, 1), caps: peer.Caps()}
-	if !r.parked.add(p) {
-		cancel()
-		return nil, fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
-	}
 	ex.Handler = p
 	go func() {
 		defer close(p.done)
@@ -219,7 +209,10 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 				h.stats.addInput(missingMethod(missing), "refused")
 				return nil, &RPCError{Code: CodeMissingCapability, Message: fmt.Sprintf("missing required client capability: %q", missing)}
 			}
-			r.parked.rekey(p)
+			if !r.parked.rekey(p) {
+				p.cancel()
+				return nil, fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
+			}
 			res = WithMember(res, "requestState", strconv.AppendQuote(nil, p.currentToken()))
 			recordRequests(res, h.stats, "asked")
 			return res, nil
@@ -274,18 +267,25 @@ func (p *parked) hasAsks() bool {
 }
 
 // rekey gives p a new token for its next round, so every input_required
-// carries a requestState of its own.
-func (t *parkTable) rekey(p *parked) {
+// carries a requestState of its own; false when too many calls wait for
+// their clients already.
+func (t *parkTable) rekey(p *parked) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	token := newParkToken()
 	p.mu.Lock()
 	old := p.token
+	p.mu.Unlock()
+	if old == "" && len(t.calls) >= maxParked {
+		return false
+	}
+	token := newParkToken()
+	p.mu.Lock()
 	p.token = token
 	p.mu.Unlock()
 	delete(t.calls, old)
 	t.calls[token] = p
 	t.rearmLocked(p)
+	return true
 }
 
 func (p *parked) currentToken() string {
