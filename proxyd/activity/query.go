@@ -38,7 +38,7 @@ func (f Filter) where() (string, []any) {
 	set("server", f.Servers)
 	set("tool", f.Tools)
 	set("status", f.Statuses)
-	// These columns' indexes hold only rows with a value (schema 6); the
+	// These columns' indexes hold only rows with a value (schema 7); the
 	// literal term lets the planner use them for a filter that names
 	// values, as every filter does.
 	partial := func(col string, vals []string) {

@@ -111,7 +111,19 @@ var migrations = []migration{
 		postgres: `ALTER TABLE activity ADD COLUMN progress INTEGER NOT NULL DEFAULT 0,
 		ADD COLUMN inputs TEXT NOT NULL DEFAULT '';`,
 	},
-	// 6: the indexes of columns that are empty for most calls (a
+	// 6: sign-in for machines and the 2026-07-28 authorization rules. A
+	// grant keeps its DPoP key (sender-constrained tokens) and the issuer
+	// of the authorization server that issued it; a client registration
+	// is keyed by the issuer it was made at.
+	{
+		sqlite: `ALTER TABLE oauth_tokens ADD COLUMN dpop_key TEXT NOT NULL DEFAULT '';
+	ALTER TABLE oauth_tokens ADD COLUMN issuer TEXT NOT NULL DEFAULT '';
+	ALTER TABLE oauth_clients ADD COLUMN issuer TEXT NOT NULL DEFAULT '';`,
+		postgres: `ALTER TABLE oauth_tokens ADD COLUMN dpop_key TEXT NOT NULL DEFAULT '',
+		ADD COLUMN issuer TEXT NOT NULL DEFAULT '';
+	ALTER TABLE oauth_clients ADD COLUMN issuer TEXT NOT NULL DEFAULT '';`,
+	},
+	// 7: the indexes of columns that are empty for most calls (a
 	// successful call has no error class or fault domain; a single daemon
 	// records no replica) hold only the rows that have a value: a
 	// successful call updates three B-trees fewer, and the activity filters

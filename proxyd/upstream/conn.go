@@ -61,6 +61,7 @@ type Conn struct {
 	kick   chan struct{} // reconnect now (reload, manual)
 
 	mu         sync.RWMutex
+	hdrs       map[string]string // the configured headers, references resolved
 	state      string
 	lastErr    string
 	since      time.Time
@@ -110,6 +111,8 @@ type Conn struct {
 	// era, so later connections pin it and keep a GET listener open for
 	// list_changed (mcp-go's listener rules out the modern probe).
 	legacySeen atomic.Bool
+
+	tries attempts // connection attempts, for ReconnectWait
 }
 
 func newConn(parent context.Context, s config.Server, opts *Options) *Conn {

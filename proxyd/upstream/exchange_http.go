@@ -165,9 +165,16 @@ func (c *Conn) setHeaders(h http.Header, w wire, sid string) {
 	if sid != "" {
 		h.Set(sessionHeader, sid)
 	}
-	for k, v := range c.cfg.Headers {
+	for k, v := range c.headers() {
 		h.Set(k, v)
 	}
+}
+
+// headers are the server's configured headers as resolved at connect.
+func (c *Conn) headers() map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.hdrs
 }
 
 // statusError turns a non-200 answer into the error the library would
