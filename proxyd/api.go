@@ -147,6 +147,8 @@ func (d *Daemon) status() api.Status {
 		MCPURL:        "http://" + d.listen + "/mcp",
 		ConfigPath:    d.opts.ConfigPath,
 		StateDir:      d.opts.StateDir,
+		StateDB:       d.db.Engine() + ":" + d.db.Path(),
+		Replica:       d.opts.Replica,
 		Servers:       []api.ServerStatus{},
 	}
 	d.cfgMu.RLock()

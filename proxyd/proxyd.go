@@ -28,6 +28,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/proxyd/replica"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -46,6 +47,9 @@ type Options struct {
 	Ready chan<- struct{}
 	// ShutdownTimeout bounds the drain of in-flight calls (default 10s).
 	ShutdownTimeout time.Duration
+	// Replica names this proxyd among those sharing one state database
+	// (default: the host name).
+	Replica string
 }
 
 // TokenFile is the name of the downstream bearer token file in the state dir.
@@ -62,6 +66,7 @@ type Daemon struct {
 	token   string
 
 	db       *store.DB
+	replicas *replica.Registry
 	activity *activity.Store
 	health   *health.Tracker
 	mgr      *upstream.Manager
@@ -80,6 +85,7 @@ type Daemon struct {
 
 	syncMu   sync.Mutex
 	syncTick chan struct{}
+	beatTick chan struct{} // a server's state changed: publish it to the replicas
 }
 
 // Run runs proxyd until ctx is done or a shutdown is requested over the
@@ -92,7 +98,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1)}
+	if opts.Replica == "" {
+		opts.Replica = replica.DefaultID()
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1), beatTick: make(chan struct{}, 1)}
 
 	cfg, err := config.Load(opts.ConfigPath)
 	if err != nil {
@@ -120,7 +129,8 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer d.db.Close()
-	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows})
+	d.replicas = replica.New(d.db, opts.Replica)
+	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Replica: opts.Replica})
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
@@ -145,6 +155,16 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("listening for MCP clients on %s: %w (is another proxyd using it? set listen: in the config)", listen, err)
 	}
 	d.listen = mcpLn.Addr().String()
+	if err := d.replicas.Join(ctx, opts.Version, d.listen); err != nil {
+		_ = mcpLn.Close()
+		_ = d.activity.Close()
+		return err
+	}
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = d.replicas.Leave(lctx)
+	}()
 	// Streams (GET listeners, follows, sign-ins, drills) end when shutdown
 	// starts; calls are drained, never cancelled by the signal itself.
 	streams, endStreams := context.WithCancel(context.Background())
@@ -162,8 +182,9 @@ func Run(ctx context.Context, opts Options) error {
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); d.syncLoop(runCtx) }()
+	go func() { defer bg.Done(); d.replicaLoop(runCtx) }()
 	go func() { defer bg.Done(); d.auth.coord.Run(runCtx, proactiveInterval) }()
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
@@ -172,7 +193,8 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { errc <- serveErr(mcpSrv.Serve(mcpLn)) }()
 	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
-		"config", opts.ConfigPath, "state_dir", opts.StateDir, "servers", len(cfg.Servers))
+		"config", opts.ConfigPath, "state_dir", opts.StateDir, "state", d.db.Engine()+":"+d.db.Path(),
+		"replica", opts.Replica, "servers", len(cfg.Servers))
 	if opts.Ready != nil {
 		close(opts.Ready)
 	}
@@ -245,6 +267,10 @@ func (d *Daemon) requestShutdown() {
 func (d *Daemon) requestSync() {
 	select {
 	case d.syncTick <- struct{}{}:
+	default:
+	}
+	select {
+	case d.beatTick <- struct{}{}:
 	default:
 	}
 }
