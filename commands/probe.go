@@ -59,6 +59,7 @@ Examples:
 		&cli.StringFlag{Name: "transport", Usage: "streamable-http or sse (default: the config's, else streamable-http)"},
 		&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern (default: the config's, else auto)"},
 		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
+		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
 		outputFlag,
 	},
 	Action: runProbe,
@@ -77,7 +78,7 @@ func runProbe(c *cli.Context) error {
 	}
 	rep, note := runProbeSomewhere(c, opts)
 	errorf(c, "%s\n", note)
-	if err := render(c, rep, func(w io.Writer) error { return probeTable(w, rep, colorEnabled(c)) }); err != nil {
+	if err := render(c, rep, func(w io.Writer) error { return probeTable(w, rep, colorEnabled(c), c.Bool("waterfall")) }); err != nil {
 		return err
 	}
 	code := probe.ExitCode(rep.Result.Code)
@@ -228,7 +229,7 @@ func runProbeSomewhere(c *cli.Context, opts probe.Options) (*probe.Report, strin
 }
 
 // probeTable prints one line per step, then the verdict and the hint.
-func probeTable(w io.Writer, rep *probe.Report, colour bool) error {
+func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
 	fmt.Fprintf(w, "Probing %s (%s)\n\n", rep.Target, rep.Mode)
 	t := newTable(w, "STEP", "STATUS", "TIME", "DETAIL")
 	for _, s := range rep.Steps {
@@ -240,6 +241,11 @@ func probeTable(w io.Writer, rep *probe.Report, colour bool) error {
 	}
 	if err := t.Render(); err != nil {
 		return err
+	}
+	if waterfall {
+		if err := probeWaterfall(w, rep, colour); err != nil {
+			return err
+		}
 	}
 	res := rep.Result
 	verdict := res.Code

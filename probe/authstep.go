@@ -21,12 +21,35 @@ type authFacts struct {
 	Issuer                string              `json:"issuer,omitempty"`
 	Endpoints             map[string]string   `json:"endpoints,omitempty"`
 	Overridden            []string            `json:"overridden,omitempty"`
-	Attempts              []discovery.Attempt `json:"attempts"`
+	Attempts              []attemptFacts      `json:"attempts"`
 	Lint                  []discovery.Finding `json:"lint,omitempty"`
 	Warnings              []string            `json:"warnings,omitempty"`
 	Scopes                []string            `json:"scopes,omitempty"`
 	Cached                bool                `json:"cached,omitempty"`
 	BrokenStep            string              `json:"broken_step,omitempty"`
+}
+
+// attemptFacts is one discovery fetch with its place on the probe's time
+// axis (absent when the discovery came from the cache).
+type attemptFacts struct {
+	discovery.Attempt
+	StartMS    float64 `json:"start_ms,omitempty"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
+}
+
+// timedAttempts places the fetches of a discovery on the time axis.
+func (r *runner) timedAttempts(atts []discovery.Attempt, cached bool) []attemptFacts {
+	out := make([]attemptFacts, 0, len(atts))
+	for _, a := range atts {
+		f := attemptFacts{Attempt: a}
+		// A fetch from before this probe came from the discovery cache.
+		if !cached && !a.Start.Before(r.t0) && !a.End.IsZero() {
+			f.StartMS = r.offset(a.Start)
+			f.DurationMS = ms(a.End.Sub(a.Start))
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 type challengeFacts struct {
@@ -77,7 +100,7 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	if err != nil {
 		var de *discovery.Error
 		if errors.As(err, &de) {
-			facts.Attempts = de.Attempts
+			facts.Attempts = r.timedAttempts(de.Attempts, false)
 			facts.BrokenStep = de.Step
 		}
 		out := discoveryFailure(de, err, e401.Status)
@@ -109,7 +132,7 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	facts.AuthorizationServer = res.AuthServerURL
 	facts.AuthServerMetadataURL = res.AuthServerMetadataURL
 	facts.Overridden = res.Overridden
-	facts.Attempts = res.Attempts
+	facts.Attempts = r.timedAttempts(res.Attempts, res.Cached)
 	facts.Warnings = res.Warnings
 	facts.Scopes = res.Scopes
 	facts.Cached = res.Cached
@@ -252,7 +275,7 @@ func challengeSummary(c *challengeFacts) string {
 	return s + "; "
 }
 
-func attemptsSummary(atts []discovery.Attempt) string {
+func attemptsSummary(atts []attemptFacts) string {
 	parts := make([]string, 0, len(atts))
 	for _, a := range atts {
 		p := a.URL + " → "

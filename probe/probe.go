@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
@@ -94,7 +95,10 @@ type Step struct {
 	ID         string  `json:"id"`     // dns tcp tls http mcp auth
 	Status     string  `json:"status"` // ok warn fail skip
 	DurationMS float64 `json:"duration_ms"`
-	Detail     string  `json:"detail"`
+	// StartMS is when the step began, from the start of the probe: the
+	// steps' common time axis (absent for skipped steps).
+	StartMS float64 `json:"start_ms,omitempty"`
+	Detail  string  `json:"detail"`
 	Data       any     `json:"data,omitempty"`
 }
 
@@ -206,6 +210,8 @@ type runner struct {
 
 	client *http.Client
 	rec    *recorder
+	// t0 is the start of the probe, the origin of every StartMS.
+	t0 time.Time
 }
 
 // Run probes opts.Target. It never returns nil and never fails: every
@@ -227,7 +233,7 @@ func Run(ctx context.Context, opts Options) *Report {
 	ctx, cancel := context.WithTimeout(ctx, opts.Overall)
 	defer cancel()
 
-	r := &runner{opts: opts}
+	r := &runner{opts: opts, t0: time.Now()}
 	u, err := parseTarget(opts.Target)
 	r.target = u
 	r.red = newRedactor(opts, u)
@@ -289,11 +295,25 @@ func (r *runner) run(ctx context.Context) {
 
 // add appends a step, timing it from start.
 func (r *runner) add(id, status string, start time.Time, detail string, data any) {
-	var ms float64
+	s := Step{ID: id, Status: status, Detail: detail, Data: data}
 	if !start.IsZero() {
-		ms = float64(time.Since(start).Microseconds()) / 1000
+		s.DurationMS = ms(time.Since(start))
+		s.StartMS = r.offset(start)
 	}
-	r.steps = append(r.steps, Step{ID: id, Status: status, DurationMS: ms, Detail: detail, Data: data})
+	r.steps = append(r.steps, s)
+}
+
+// offset is t on the probe's time axis, in milliseconds.
+func (r *runner) offset(t time.Time) float64 { return max(0, ms(t.Sub(r.t0))) }
+
+// place moves step id's start to t, keeping its duration (a step timed
+// from data gathered before it was judged).
+func (r *runner) place(id string, t time.Time) {
+	for i := range r.steps {
+		if r.steps[i].ID == id && r.steps[i].Status != StatusSkip {
+			r.steps[i].StartMS = r.offset(t)
+		}
+	}
 }
 
 // setResult records the verdict; the first hard failure wins.
@@ -314,11 +334,7 @@ var stepOrder = []string{StepDNS, StepTCP, StepTLS, StepHTTP, StepMCP, StepAuth}
 // report fills skipped steps, orders them and redacts everything.
 func (r *runner) report() *Report {
 	rep := &Report{Mode: ModeInProcess}
-	if r.target != nil {
-		rep.Target = redactParsedURL(r.target)
-	} else {
-		rep.Target = RedactURL(r.opts.Target)
-	}
+	rep.Target = redact.URL(r.opts.Target)
 	byID := map[string]Step{}
 	for _, s := range r.steps {
 		byID[s.ID] = s

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
 
@@ -400,8 +400,8 @@ func (s *Store) insert(batch []Record) error {
 	defer stmt.Close()
 	for i := range batch {
 		r := &batch[i]
-		r.Error = truncate(callerr.StripControl(callerr.Redact(r.Error)), MaxErrorLen)
-		r.Reason = truncate(callerr.StripControl(callerr.Redact(r.Reason)), MaxErrorLen)
+		r.Error = truncate(redact.Text(r.Error), MaxErrorLen)
+		r.Reason = truncate(redact.Text(r.Reason), MaxErrorLen)
 		// Subscribers get exactly what Get would return.
 		r.Time = time.Unix(0, r.Time.UnixNano()).UTC()
 		durUS := int64(r.DurationMS*1000 + 0.5)

@@ -101,6 +101,7 @@ var (
 		"url":                {kind: kString, example: "url: https://example.com/mcp"},
 		"transport":          {kind: kString, example: "transport: streamable-http"},
 		"protocol":           {kind: kString, example: "protocol: auto"},
+		"prefix":             {kind: kString, example: `prefix: "gh_"`},
 		"headers":            {kind: kStringMap, example: "headers: {X-Team: infra}"},
 		"tls":                {kind: kObject, example: "tls: {ca_file: /path/to/ca.pem}", sub: tlsFields},
 		"oauth":              {kind: kObject, example: "oauth: {client_id: my-client}", sub: oauthFields},

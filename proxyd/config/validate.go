@@ -16,6 +16,7 @@ import (
 
 var (
 	nameRe   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
+	prefixRe = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
 	envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -169,6 +170,25 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// prefixOf checks a server's prefix: exposed names must keep to MCP's
+// name characters, and "prefix:" with no value would silently mean the
+// default, so it is refused.
+func (v *validator) prefixOf(s *Server, where string) {
+	switch {
+	case s.Prefix == nil:
+		if v.src.has(v.path("prefix")) {
+			v.add("prefix", fmt.Sprintf("%sprefix has no value", prefix(where)),
+				"write `prefix: \"\"` to expose the upstream's names unchanged, or remove prefix for the default <name>__")
+		}
+	case !prefixRe.MatchString(*s.Prefix):
+		v.add("prefix", fmt.Sprintf("%sprefix %q has characters tool names cannot hold", prefix(where), *s.Prefix),
+			"use letters, digits, '_', '-' and '.', e.g. `prefix: \"gh_\"`")
+	case len(*s.Prefix) > MaxPrefixLen:
+		v.add("prefix", fmt.Sprintf("%sprefix %q is longer than %d characters", prefix(where), *s.Prefix, MaxPrefixLen),
+			"shorten it: exposed names are at most 64 characters and must keep room for the tool's own name")
+	}
+}
+
 func (v *validator) server(s *Server, i int) {
 	where := v.where
 	switch {
@@ -214,6 +234,7 @@ func (v *validator) server(s *Server, i int) {
 		v.add("protocol", fmt.Sprintf("%sunknown protocol %q", prefix(where), s.Protocol), "use auto (negotiate), legacy (session era) or modern (session-less era)")
 	}
 
+	v.prefixOf(s, where)
 	v.headers(s.Headers, where, s.Name)
 	if s.TLS != nil && s.TLS.CAFile == "" || s.TLS == nil && v.src.has(v.path("tls")) {
 		v.add("tls", fmt.Sprintf("%stls is given without ca_file", prefix(where)), "set `tls: {ca_file: /path/to/ca.pem}` or remove tls")

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
 )
 
 // Steps of the discovery chain, as reported in *Error.
@@ -72,6 +74,8 @@ type Attempt struct {
 	Status int    `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
 	Used   bool   `json:"used"`
+	// Start and End time the fetch, for the probe's timeline.
+	Start, End time.Time `json:"-"`
 }
 
 // Result is the outcome of a discovery.
@@ -275,7 +279,7 @@ func (d *Discoverer) shared(ctx context.Context, sfKey, key string, su *url.URL,
 	})
 	select {
 	case <-ctx.Done():
-		return nil, fmt.Errorf("oauth discovery of %s: %w", redactURL(su), ctx.Err())
+		return nil, fmt.Errorf("oauth discovery of %s: %w", redact.URL(su.String()), ctx.Err())
 	case r := <-resCh:
 		if r.Err != nil {
 			return nil, r.Err
@@ -424,7 +428,7 @@ func (d *Discoverer) fetch(ctx context.Context, su *url.URL, hint string, ov Ove
 		dc.ResourceMetadataURL = prmURL
 		if !resourceMatches(prm.Resource, su.String()) {
 			dc.ResourceMismatch = true
-			msg := fmt.Sprintf("protected resource metadata names resource %q, which does not match the server URL %s", prm.Resource, redactURL(su))
+			msg := fmt.Sprintf("protected resource metadata names resource %q, which does not match the server URL %s", prm.Resource, redact.URL(su.String()))
 			if d.strictResource {
 				return nil, &Error{Step: StepResource, URL: prmURL, Err: fmt.Errorf("%w: %s", ErrResourceMismatch, msg), Attempts: dc.Attempts}
 			}
@@ -627,14 +631,15 @@ func (d *Discoverer) fetchASMetadata(ctx context.Context, issuer string) (*Serve
 const maxDocument = 1 << 20
 
 // getJSON fetches rawURL and hands the body of a 200 to decode.
-func (d *Discoverer) getJSON(ctx context.Context, rawURL string, decode func([]byte) error) (Attempt, error) {
-	att := Attempt{URL: rawURL}
+func (d *Discoverer) getJSON(ctx context.Context, rawURL string, decode func([]byte) error) (att Attempt, err error) {
+	att = Attempt{URL: rawURL, Start: time.Now()}
+	defer func() { att.End = time.Now() }()
 	u, err := parseFetchURL(rawURL)
 	if err != nil {
 		att.Error = err.Error()
 		return att, err
 	}
-	att.URL = redactURL(u)
+	att.URL = redact.URL(u.String())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		att.Error = err.Error()
