@@ -3,6 +3,7 @@ package proxyd
 import (
 	"context"
 	"encoding/json"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -25,7 +26,7 @@ func (d *Daemon) replicaLoop(ctx context.Context) {
 		bctx, cancel := context.WithTimeout(ctx, replica.Heartbeat)
 		defer cancel()
 		if err := d.replicas.Beat(bctx, d.status().Servers); err != nil && ctx.Err() == nil {
-			d.log.Warn("replica heartbeat", "err", redactText(err.Error()))
+			d.log.Warn("replica heartbeat", "err", redact.Text(err.Error()))
 		}
 	}
 	publish()
@@ -55,7 +56,7 @@ func (d *Daemon) grantGenerations(ctx context.Context) map[string]int64 {
 	defer cancel()
 	gens, err := d.auth.store.Generations(pctx)
 	if err != nil {
-		d.log.Debug("reading grant generations", "err", redactText(err.Error()))
+		d.log.Debug("reading grant generations", "err", redact.Text(err.Error()))
 		return nil
 	}
 	return gens
@@ -101,7 +102,7 @@ func (d *Daemon) replicaServers(ctx context.Context) []api.ServerStatus {
 	}
 	list, err := d.replicas.List(ctx)
 	if err != nil {
-		d.log.Warn("listing replicas", "err", redactText(err.Error()))
+		d.log.Warn("listing replicas", "err", redact.Text(err.Error()))
 		return out
 	}
 	for _, r := range list {
