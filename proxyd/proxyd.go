@@ -31,6 +31,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/replica"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
+	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
@@ -73,6 +74,7 @@ type Daemon struct {
 	mgr      *upstream.Manager
 	down     *downstream.Server
 	metrics  *metrics
+	tel      *telemetry.Telemetry
 	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
 	discoverer *discovery.Discoverer
@@ -133,6 +135,10 @@ func Run(ctx context.Context, opts Options) error {
 	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Replica: opts.Replica})
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
+	if d.tel, err = telemetry.Setup(ctx, telemetry.Options{ServiceVersion: opts.Version, Replica: opts.Replica, Gatherer: d.metrics.reg}); err != nil {
+		_ = d.activity.Close()
+		return fmt.Errorf("telemetry: %w", err)
+	}
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
 	d.registerGrants(cfg.Servers)
@@ -142,6 +148,7 @@ func Run(ctx context.Context, opts Options) error {
 		Logger:  d.log,
 		Wrappers: []upstream.Wrapper{
 			func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) },
+			func(_ string, next http.RoundTripper) http.RoundTripper { return d.tel.Transport(next) },
 			d.bearerWrapper,
 		},
 		OnChange: func(string) { d.requestSync() },
@@ -170,7 +177,7 @@ func Run(ctx context.Context, opts Options) error {
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	mcpSrv := &http.Server{
-		Handler:           endOnShutdown(d.down.Handler(d.token, ""), streams),
+		Handler:           endOnShutdown(d.tel.Handler(d.down.Handler(d.token, "")), streams),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	apiSrv := &http.Server{
@@ -195,6 +202,9 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
 		"config", opts.ConfigPath, "state_dir", opts.StateDir, "state", d.db.Engine()+":"+d.db.Path(),
 		"replica", opts.Replica, "servers", len(cfg.Servers))
+	if tr, mt := d.tel.Describe(); tr != "off" || mt != "prometheus" {
+		d.log.Info("telemetry", "traces", tr, "metrics", mt)
+	}
 	if opts.Ready != nil {
 		close(opts.Ready)
 	}
@@ -222,6 +232,7 @@ func Run(ctx context.Context, opts Options) error {
 	phase("draining MCP calls", mcpSrv.Shutdown)
 	phase("closing upstreams", func(c context.Context) error { d.mgr.Close(c); return nil })
 	phase("finishing token refreshes", d.auth.coord.Close)
+	phase("flushing telemetry", d.tel.Shutdown)
 	cancelRun()
 	bg.Wait()
 	<-watchDone
