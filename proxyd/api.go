@@ -10,9 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
@@ -56,7 +53,7 @@ func (d *Daemon) routes() http.Handler {
 	d.authRoutes(handle)
 	d.activityRoutes(handle)
 	d.drillRoutes(handle)
-	metrics := promhttp.HandlerFor(prometheus.Gatherers{d.metrics.reg, d.tel.Gatherer()}, promhttp.HandlerOpts{})
+	metrics := d.metricsHandler()
 	handle("GET /v1/metrics", func(w http.ResponseWriter, r *http.Request) error {
 		metrics.ServeHTTP(w, r)
 		return nil
@@ -151,6 +148,7 @@ func (d *Daemon) status() api.Status {
 		StateDir:      d.opts.StateDir,
 		StateDB:       d.db.Engine() + ":" + d.db.Path(),
 		Replica:       d.opts.Replica,
+		MetricsListen: d.metricsAddr,
 		Servers:       []api.ServerStatus{},
 	}
 	d.cfgMu.RLock()

@@ -79,12 +79,14 @@ type Daemon struct {
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
 	discoverer *discovery.Discoverer
 
-	cfgMu    sync.RWMutex
-	cfg      *config.Config
-	cfgErr   error
-	listen   string
-	shutdown chan struct{}
-	shutOnce sync.Once
+	cfgMu  sync.RWMutex
+	cfg    *config.Config
+	cfgErr error
+	listen string
+	// metricsAddr is where metrics_listen serves, once started.
+	metricsAddr string
+	shutdown    chan struct{}
+	shutOnce    sync.Once
 
 	syncMu   sync.Mutex
 	syncTick chan struct{}
@@ -162,7 +164,16 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("listening for MCP clients on %s: %w (is another proxyd using it? set listen: in the config)", listen, err)
 	}
 	d.listen = mcpLn.Addr().String()
+	metricsSrv, err := d.serveMetrics(cfg.MetricsListen)
+	if err != nil {
+		_ = mcpLn.Close()
+		_ = d.activity.Close()
+		return err
+	}
 	if err := d.replicas.Join(ctx, opts.Version, d.listen); err != nil {
+		if metricsSrv != nil {
+			_ = metricsSrv.Close()
+		}
 		_ = mcpLn.Close()
 		_ = d.activity.Close()
 		return err
@@ -193,15 +204,17 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { defer bg.Done(); d.syncLoop(runCtx) }()
 	go func() { defer bg.Done(); d.replicaLoop(runCtx) }()
 	go func() { defer bg.Done(); d.auth.coord.Run(runCtx, proactiveInterval) }()
+	d.metrics.reg.MustRegister(newServerCollector(d))
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
+
 
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr(mcpSrv.Serve(mcpLn)) }()
 	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
 		"config", opts.ConfigPath, "state_dir", opts.StateDir, "state", d.db.Engine()+":"+d.db.Path(),
-		"replica", opts.Replica, "servers", len(cfg.Servers))
+		"replica", opts.Replica, "metrics", d.metricsAddr, "servers", len(cfg.Servers))
 	if tr, mt := d.tel.Describe(); tr != "off" || mt != "prometheus" {
 		d.log.Info("telemetry", "traces", tr, "metrics", mt)
 	}
@@ -238,6 +251,9 @@ func Run(ctx context.Context, opts Options) error {
 	<-watchDone
 	if err := d.activity.Close(); err != nil {
 		d.log.Error("flushing activity", "err", err)
+	}
+	if metricsSrv != nil {
+		phase("closing the metrics listener", metricsSrv.Shutdown)
 	}
 	phase("draining socket calls", apiSrv.Shutdown)
 	d.log.Info("proxyd stopped")

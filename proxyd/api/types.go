@@ -33,9 +33,11 @@ type Status struct {
 	// "postgres:postgres://USER@HOST/DB" (never a password).
 	StateDB string `json:"state_db,omitempty"`
 	// Replica is this proxyd's id among those sharing the state.
-	Replica     string         `json:"replica,omitempty"`
-	ConfigError string         `json:"config_error,omitempty"`
-	Servers     []ServerStatus `json:"servers"`
+	Replica string `json:"replica,omitempty"`
+	// MetricsListen is the address of the metrics listener, when on.
+	MetricsListen string         `json:"metrics_listen,omitempty"`
+	ConfigError   string         `json:"config_error,omitempty"`
+	Servers       []ServerStatus `json:"servers"`
 }
 
 // ServerStatus is one upstream's state as proxyd sees it.

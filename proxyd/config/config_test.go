@@ -200,6 +200,7 @@ func TestParseErrors(t *testing.T) {
 		{"state dsn password param", "state:\n  postgres: postgres://app@db/mcpx?password=hunter2\n", 2, 13, "must not contain a password", ""},
 		{"state keyword dsn password", "state:\n  postgres: host=db user=app password=hunter2\n", 2, 13, "must not contain a password", ""},
 		{"state unknown reference", "state:\n  postgres: ${vault:x}\n", 2, 13, "unknown reference", ""},
+		{"metrics_listen not host:port", "metrics_listen: 9464\n", 1, 17, "not host:port", "127.0.0.1:9464"},
 		{"state unknown key", "state:\n  mysql: x\n", 2, 3, "unknown key", ""},
 	}
 	for _, tt := range tests {
@@ -262,6 +263,7 @@ func TestParseAccepts(t *testing.T) {
 		{"anchors", "servers:\n  - name: a\n    command: x\n    env: &e {A: b}\n  - name: b\n    command: y\n    env: *e\n"},
 		{"numeric name", "servers:\n  - name: 123\n    command: x\n"},
 		{"document marker", "---\nlisten: 127.0.0.1:1\n"},
+		{"metrics_listen on all interfaces", "metrics_listen: \"0.0.0.0:9464\"\n"},
 		{"state dsn", "state: {postgres: \"postgres://mcpx@db.example:5432/mcpx?sslmode=require\"}\n"},
 		{"state dsn password by reference", "state: {postgres: \"postgres://mcpx:${env:PGPASSWORD}@db/mcpx\"}\n"},
 		{"state dsn by file", "state: {postgres: \"${file:/run/secrets/mcpx-dsn}\"}\n"},
