@@ -320,3 +320,24 @@ func (s *Store) SaveState(ctx context.Context, key string, st RefreshState) erro
 	}
 	return nil
 }
+
+// Generations returns the generation of every stored grant by server key:
+// a cheap poll that shows sign-ins and sign-outs made by other processes
+// sharing the database.
+func (s *Store) Generations(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT server_key, generation FROM oauth_tokens`)
+	if err != nil {
+		return nil, fmt.Errorf("read grant generations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var g int64
+		if err := rows.Scan(&k, &g); err != nil {
+			return nil, fmt.Errorf("read grant generations: %w", err)
+		}
+		out[k] = g
+	}
+	return out, rows.Err()
+}
