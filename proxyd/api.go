@@ -63,7 +63,7 @@ func (d *Daemon) routes() http.Handler {
 	mcp := d.down.Handler("", "stdio")
 	mux.Handle("/v1/mcp", d.guardSocket(http.StripPrefix("/v1", mcp)))
 	mux.Handle("/", d.serve(func(w http.ResponseWriter, r *http.Request) error {
-		return notFound("no such endpoint: %s %s", r.Method, r.URL.Path)
+		return &apiError{http.StatusNotFound, api.CodeNoRoute, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)}
 	}))
 	return mux
 }

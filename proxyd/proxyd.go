@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -28,7 +29,6 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/replica"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
@@ -143,7 +143,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version: opts.Version,
@@ -339,7 +339,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 		return nil, err
 	}
 	d.logWarnings(cfg)
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
 	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {

@@ -160,6 +160,8 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
 	CodeMethod      = "method_not_allowed"
+	// CodeNoRoute: this daemon has no such endpoint (an older version).
+	CodeNoRoute = "no_route"
 )
 
 // SplitList reads a list filter of the activity API: values may be
