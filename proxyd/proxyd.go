@@ -208,7 +208,6 @@ func Run(ctx context.Context, opts Options) error {
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
 
-
 	errc := make(chan error, 2)
 	go func() { errc <- serveErr(mcpSrv.Serve(mcpLn)) }()
 	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()

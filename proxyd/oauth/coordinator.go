@@ -71,8 +71,11 @@ type FlightInfo struct {
 // CoordinatorOptions configure a Coordinator; zero values take defaults.
 type CoordinatorOptions struct {
 	Timeout time.Duration // of a flight; default 30s
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Lock serialises a grant's refresh across processes sharing the
+	// store; default the store's own (see Store.Hold).
+	Lock   GrantLock
+	Now    func() time.Time
+	Logger *slog.Logger
 	// Metrics counts token requests by outcome (label "outcome"); see
 	// NewRefreshCounter.
 	Metrics *prometheus.CounterVec
@@ -168,6 +171,9 @@ func NewCoordinator(store *Store, opts CoordinatorOptions) *Coordinator {
 	}
 	if opts.GiveUpAfter <= 0 {
 		opts.GiveUpAfter = 3
+	}
+	if opts.Lock == nil {
+		opts.Lock = store
 	}
 	return &Coordinator{store: store, opts: opts, log: opts.Logger, keys: map[string]*keyState{}}
 }

@@ -109,7 +109,14 @@ func safeMessage(err error) string {
 }
 
 func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src GrantSource, trigger Trigger, observed *Token, info *FlightInfo) (*Token, error) {
-	cur, err := c.store.Token(ctx, key)
+	// One refresh per grant across processes: hold the grant, then read
+	// what the last holder stored.
+	hold, err := c.opts.Lock.Hold(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("refresh %s: %w", src.Server, err)
+	}
+	defer hold.Release()
+	cur, err := hold.Token(ctx)
 	if errors.Is(err, ErrNoToken) {
 		return nil, &NotSignedInError{Server: src.Server}
 	}
@@ -160,6 +167,10 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 		return nil, e
 	}
 	c.mu.Unlock()
+	if e := c.shared(ctx, hold, key, st, src, fp, now); e != nil {
+		info.Outcome = e.Class
+		return nil, e
+	}
 
 	// Never send an empty client_id, and never a refresh without a token.
 	if client == nil || client.ClientID == "" {
@@ -190,9 +201,17 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	c.mu.Lock()
 	st.requests++
 	c.mu.Unlock()
-	ot, rerr := c.requestRefresh(ctx, src, client, endpoint, cur.RefreshToken)
+	rctx, marked := markOnConnect(ctx, func() error { return hold.MarkInFlight(ctx, fp) })
+	ot, rerr := c.requestRefresh(rctx, src, client, endpoint, cur.RefreshToken)
+	if merr := marked(); merr != nil && rerr == nil {
+		c.log.Warn("oauth: could not record the refresh in flight", "server", src.Server, "error", redact.Text(merr.Error()))
+	}
 	secrets := []string{cur.RefreshToken, cur.AccessToken, client.ClientSecret}
 	if rerr != nil {
+		// The answer came back to this process: its outcome is known.
+		if err := hold.ClearInFlight(ctx); err != nil {
+			c.log.Warn("oauth: clear the refresh in flight", "server", src.Server, "error", redact.Text(err.Error()))
+		}
 		e := ClassifyRefreshError(rerr, client.Registered)
 		e = &RefreshError{Class: e.Class, Terminal: e.Terminal, Code: e.Code, HTTPStatus: e.HTTPStatus,
 			RetryAfter: e.RetryAfter, Msg: redact.Text(e.Msg, secrets...), Err: e.Err}
@@ -224,14 +243,7 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	if sc, ok := ot.Extra("scope").(string); ok && sc != "" {
 		next.Scopes = strings.Fields(sc)
 	}
-	superseded := false
-	err = c.store.UpdateToken(ctx, key, src.Server, func(latest *Token) (*Token, error) {
-		if latest == nil || latest.Generation != cur.Generation || latest.RefreshToken != cur.RefreshToken {
-			superseded = true
-			return nil, nil
-		}
-		return next, nil
-	})
+	superseded, err := hold.Store(ctx, src.Server, cur, next)
 	if err != nil {
 		return nil, fmt.Errorf("store refreshed token for %s: %w", src.Server, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Errors Open returns, wrapped in an *OpenError that names the database and the fix.
@@ -180,4 +181,14 @@ func (t *Tx) Lock(ctx context.Context, space LockSpace, key string) error {
 		return fmt.Errorf("lock %s: %w", key, err)
 	}
 	return nil
+}
+
+// ProcessAlive reports whether process pid exists on this host (a lease
+// or replica row of a dead process can be taken over at once).
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
