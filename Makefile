@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/mcpx-dev/mcpx/commands.Version=$(VERSION)
 PEERS    := tools/peers
 
-.PHONY: all build demo test unit e2e vet peers conformance bench completions check-completions clean
+.PHONY: all build demo test unit e2e vet peers conformance bench completions check-completions clean fleet-drill
 
 all: build
 
@@ -40,6 +40,12 @@ peers:
 
 conformance: peers
 	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -run 'Conformance' -v ./e2e/...
+
+# The refresh drill across replicas at full length: 20 cycles and 5 holder
+# kills on three replicas sharing PostgreSQL and two sharing SQLite
+# ('make test' runs 3 cycles and 2 kills).
+fleet-drill: peers
+	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 MCPX_FLEET_LONG=1 $(GO) test -race -count=1 -timeout 20m -run 'TestFleetRefreshDrill' -v ./e2e/
 
 # Each benchmark measures against a baseline taken in the same run and
 # prints the ratio; see README "Performance".

@@ -129,7 +129,7 @@ func Run(ctx context.Context, opts Options) error {
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
 	}
-	if d.db, err = openState(ctx, cfg, opts.StateDir); err != nil {
+	if d.db, err = openState(ctx, cfg, opts.StateDir, opts.Replica); err != nil {
 		return err
 	}
 	defer d.db.Close()
