@@ -254,6 +254,9 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 		out.send(api.RefreshDrillEvent{Type: "progress", Time: time.Now().UTC(), Message: fmt.Sprintf(format, a...)})
 	}
 	rep := api.RefreshDrillReport{Server: s.Name, Replica: d.opts.Replica, Callers: req.Callers, Notes: []string{}}
+	// Counted from before the expiry: the proactive refresher may be the
+	// one that serves it.
+	before := d.auth.coord.TokenRequests(key)
 	if !req.Join {
 		if err := d.auth.coord.ExpireAccessToken(ctx, key); err != nil {
 			out.send(api.RefreshDrillEvent{Type: "error", Time: time.Now().UTC(), Error: &api.ErrorDetail{Code: api.CodeInternal, Message: redact.Text(err.Error())}})
@@ -271,7 +274,6 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 	if req.Join {
 		d.auth.coord.Forget(key) // fire on what the store holds: the expired token
 	}
-	before := d.auth.coord.TokenRequests(key)
 	progress("firing %d concurrent upstream requests and one proactive refresh", req.Callers)
 
 	lat := make([]time.Duration, req.Callers)
