@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -120,6 +121,9 @@ type Coordinator struct {
 	// request goes out, so dropping the answer would lose the grant.
 	flights sync.WaitGroup
 	closed  bool
+	// reads shares one store read among the callers that find no token
+	// cached (a restart under load, a sign-in made elsewhere).
+	reads singleflight.Group
 }
 
 // Close waits (bounded by ctx) for refreshes in flight to store their
@@ -187,13 +191,14 @@ func (c *Coordinator) current(ctx context.Context, key string, st *keyState) (*T
 	if t != nil {
 		return t, nil
 	}
-	t, err := c.store.Token(ctx, key)
+	v, err, _ := c.reads.Do(key, func() (any, error) { return c.store.Token(ctx, key) })
 	if errors.Is(err, ErrNoToken) {
 		return nil, &NotSignedInError{Server: name}
 	}
 	if err != nil {
 		return nil, err
 	}
+	t = v.(*Token)
 	c.remember(st, t)
 	return t, nil
 }

@@ -243,7 +243,7 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	if sc, ok := ot.Extra("scope").(string); ok && sc != "" {
 		next.Scopes = strings.Fields(sc)
 	}
-	superseded, err := hold.Store(ctx, src.Server, cur, next)
+	superseded, err := hold.Store(ctx, src.Server, cur, next, RefreshState{LastRefresh: now, LastOutcome: OutcomeSuccess})
 	if err != nil {
 		return nil, fmt.Errorf("store refreshed token for %s: %w", src.Server, err)
 	}
@@ -260,7 +260,6 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	c.mu.Lock()
 	st.latch, st.cool, st.rejected = nil, nil, false
 	c.mu.Unlock()
-	c.saveState(ctx, key, RefreshState{LastRefresh: now, LastOutcome: OutcomeSuccess})
 	return next, nil
 }
 

@@ -39,9 +39,9 @@ type GrantHold interface {
 	// ClearInFlight records that the request's answer (an error) came back.
 	ClearInFlight(ctx context.Context) error
 	// Store replaces cur with next unless a sign-in replaced the grant
-	// meanwhile (superseded), clears the marker, and releases the hold,
-	// all in one transaction.
-	Store(ctx context.Context, name string, cur, next *Token) (superseded bool, err error)
+	// meanwhile (superseded), records the refresh state rs, clears the
+	// marker, and releases the hold, all in one transaction.
+	Store(ctx context.Context, name string, cur, next *Token, rs RefreshState) (superseded bool, err error)
 	// Release ends the hold without storing; after Store it does nothing.
 	Release()
 }
@@ -185,7 +185,7 @@ func (h *hold) ClearInFlight(ctx context.Context) error {
 
 const clearFlightSQL = `UPDATE oauth_state SET flight_fp = '', flight_holder = '', flight_started = 0 WHERE server_key = ?`
 
-func (h *hold) Store(ctx context.Context, name string, cur, next *Token) (bool, error) {
+func (h *hold) Store(ctx context.Context, name string, cur, next *Token, rs RefreshState) (bool, error) {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
 	tx := h.tx
@@ -197,6 +197,7 @@ func (h *hold) Store(ctx context.Context, name string, cur, next *Token) (bool, 
 	}
 	defer func() { _ = tx.Rollback() }()
 	h.done = true
+	// The sign-in's read-modify-write takes the same row lock.
 	if err := tx.Lock(ctx, store.LockRow, h.key); err != nil {
 		return false, err
 	}
@@ -208,6 +209,10 @@ func (h *hold) Store(ctx context.Context, name string, cur, next *Token) (bool, 
 	if !superseded {
 		if err := h.s.writeToken(ctx, tx, h.key, name, next); err != nil {
 			return false, err
+		}
+		if _, err := tx.ExecContext(ctx, saveStateSQL, h.key, toMillis(rs.LastRefresh), string(rs.LastOutcome), rs.LastClass,
+			rs.Latched, rs.Fingerprint, toMillis(rs.CoolUntil), rs.CoolCount, toMillis(h.s.now())); err != nil {
+			return false, fmt.Errorf("save refresh state: %w", err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, clearFlightSQL, h.key); err != nil {
