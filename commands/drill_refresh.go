@@ -1,17 +1,15 @@
 package commands
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -46,92 +44,47 @@ Examples:
 	Action:       runDrillRefresh,
 }
 
-func init() { drillCommand.Subcommands = append(drillCommand.Subcommands, drillRefreshCommand) }
-
 func runDrillRefresh(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr("drill refresh needs one SERVER")
 	}
-	f, err := format(c)
-	if err != nil {
+	if _, err := format(c); err != nil {
 		return err
 	}
 	req := api.RefreshDrillRequest{Server: c.Args().First(), Callers: c.Int("callers")}
-	others := api.SplitList(c.StringSlice("replicas"))
-	var rep *api.RefreshDrillReport
-	if len(others) == 0 {
-		if rep, err = streamRefreshDrill(c, newClient(c), req, true); err != nil {
-			return err
-		}
-	} else if rep, err = refreshDrillReplicas(c, req, others); err != nil {
-		return err
+	if others := api.SplitList(c.StringSlice("replicas")); len(others) > 0 {
+		return refreshDrillReplicas(c, req, others)
 	}
-	if err := render(c, rep, func(w io.Writer) error {
-		fmt.Fprintf(w, "refresh drill against %s with %d callers\n", rep.Server, rep.Callers)
-		fmt.Fprintf(w, "  token requests: %d (expected 1)\n", rep.TokenRequests)
-		fmt.Fprintf(w, "  calls:          %d succeeded, %d failed\n", rep.Succeeded, rep.Failed)
-		fmt.Fprintf(w, "  grant intact:   %s\n", yesNo(rep.GrantIntact))
-		fmt.Fprintf(w, "  latency:        p50 %.1fms, p99 %.1fms\n", rep.P50MS, rep.P99MS)
-		for _, p := range rep.Replicas {
-			fmt.Fprintf(w, "  replica %s: %d token request(s), %d/%d calls succeeded\n", sanitize(p.Replica), p.TokenRequests, p.Succeeded, p.Callers)
-		}
-		for _, n := range rep.Notes {
-			fmt.Fprintf(w, "  note: %s\n", sanitize(n))
-		}
-		fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
-		return nil
-	}); err != nil {
-		return err
-	}
-	_ = f
-	if !strings.EqualFold(rep.Verdict, api.VerdictPass) {
-		return silentExit(ExitDrillFailed)
-	}
-	return nil
+	return runDrill(c, func() (*api.Stream[api.RefreshDrillEvent], error) { return newClient(c).RefreshDrill(c.Context, req) },
+		printRefreshReport)
 }
 
-// streamRefreshDrill runs one drill request on cl, printing its progress
-// when asked, and returns the report.
-func streamRefreshDrill(c *cli.Context, cl *api.Client, req api.RefreshDrillRequest, progress bool) (*api.RefreshDrillReport, error) {
-	var rep *api.RefreshDrillReport
-	var failure *api.ErrorDetail
-	err := cl.Stream(c.Context, http.MethodPost, "/v1/drill/refresh", req, func(line []byte) error {
-		var ev api.RefreshDrillEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return err
-		}
-		switch ev.Type {
-		case "progress":
-			if progress {
-				errorf(c, "… %s\n", ev.Message)
-			}
-		case "report":
-			rep = ev.Report
-		case "error":
-			failure = ev.Error
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, daemonErr(err)
+func printRefreshReport(w io.Writer, rep *api.RefreshDrillReport) error {
+	fmt.Fprintf(w, "refresh drill against %s with %d callers\n", rep.Server, rep.Callers)
+	fmt.Fprintf(w, "  token requests: %d (expected 1)\n", rep.TokenRequests)
+	fmt.Fprintf(w, "  calls:          %d succeeded, %d failed\n", rep.Succeeded, rep.Failed)
+	fmt.Fprintf(w, "  grant intact:   %s\n", yesNo(rep.GrantIntact))
+	fmt.Fprintf(w, "  latency:        p50 %.1fms, p99 %.1fms\n", rep.P50MS, rep.P99MS)
+	for _, p := range rep.Replicas {
+		fmt.Fprintf(w, "  replica %s: %d token request(s), %d/%d calls succeeded\n", redact.Control(p.Replica), p.TokenRequests, p.Succeeded, p.Callers)
 	}
-	if failure != nil {
-		return nil, errors.New(failure.Message)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "  note: %s\n", redact.Control(n))
 	}
-	if rep == nil {
-		return nil, errors.New("proxyd ended the drill without a report; see its log")
-	}
-	return rep, nil
+	fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
+	return nil
 }
 
 // refreshDrillReplicas runs the drill on the --socket replica and every
 // other one at once, and sums their reports: one token request across
 // all of them is the pass.
-func refreshDrillReplicas(c *cli.Context, req api.RefreshDrillRequest, others []string) (*api.RefreshDrillReport, error) {
+func refreshDrillReplicas(c *cli.Context, req api.RefreshDrillRequest, others []string) error {
 	req.At = time.Now().Add(750 * time.Millisecond).UTC()
 	clients := []*api.Client{newClient(c)}
+	where := []string{socketPath(c)}
 	for _, sock := range others {
 		clients = append(clients, api.NewClient(sock, Version))
+		where = append(where, sock)
 	}
 	reps := make([]*api.RefreshDrillReport, len(clients))
 	errs := make([]error, len(clients))
@@ -139,19 +92,15 @@ func refreshDrillReplicas(c *cli.Context, req api.RefreshDrillRequest, others []
 	for i, cl := range clients {
 		r := req
 		r.Join = i > 0
-		wg.Go(func() { reps[i], errs[i] = streamRefreshDrill(c, cl, r, i == 0) })
+		wg.Go(func() { reps[i], errs[i] = refreshDrillPart(c, cl, r, i == 0) })
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			where := socketPath(c)
-			if i > 0 {
-				where = others[i-1]
-			}
-			return nil, fmt.Errorf("replica at %s: %w", where, err)
+			return fmt.Errorf("replica at %s: %w", where[i], err)
 		}
 	}
-	sum := &api.RefreshDrillReport{Server: req.Server, Notes: []string{}, GrantIntact: reps[0].GrantIntact}
+	sum := &api.RefreshDrillReport{DrillOutcome: api.DrillOutcome{Server: req.Server}, GrantIntact: reps[0].GrantIntact}
 	for _, r := range reps {
 		sum.Callers += r.Callers
 		sum.TokenRequests += r.TokenRequests
@@ -169,5 +118,43 @@ func refreshDrillReplicas(c *cli.Context, req api.RefreshDrillRequest, others []
 	case sum.TokenRequests > 1:
 		sum.Notes = append(sum.Notes, fmt.Sprintf("%d token requests across replicas for one expiry: the replicas raced (an authorization server with reuse detection revokes the grant)", sum.TokenRequests))
 	}
-	return sum, nil
+	if err := render(c, sum, func(w io.Writer) error { return printRefreshReport(w, sum) }); err != nil {
+		return err
+	}
+	if sum.Verdict == api.VerdictFail {
+		return silentExit(ExitDrillFailed)
+	}
+	return nil
+}
+
+// refreshDrillPart runs one replica's part of the drill, printing its
+// progress when asked.
+func refreshDrillPart(c *cli.Context, cl *api.Client, req api.RefreshDrillRequest, progress bool) (*api.RefreshDrillReport, error) {
+	st, err := cl.RefreshDrill(c.Context, req)
+	if err != nil {
+		return nil, daemonErr(err)
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("proxyd ended the drill without a report; see its log")
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch ev.Type {
+		case api.DrillEventProgress:
+			if progress {
+				errorf(c, "%s  %s\n", ev.Time.Local().Format("15:04:05.000"), redact.Control(ev.Message))
+			}
+		case api.DrillEventError:
+			if ev.Error != nil {
+				return nil, errors.New("drill: " + redact.Control(ev.Error.Message))
+			}
+			return nil, errors.New("drill failed")
+		case api.DrillEventReport:
+			return ev.Report, nil
+		}
+	}
 }

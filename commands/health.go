@@ -3,8 +3,6 @@ package commands
 import (
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 
 	"github.com/urfave/cli/v2"
 
@@ -38,19 +36,8 @@ func runHealth(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	q := url.Values{}
-	if s := c.Args().First(); s != "" {
-		q.Set("server", s)
-	}
-	for _, r := range api.SplitList(c.StringSlice("replica")) {
-		q.Add("replica", r)
-	}
-	p := "/v1/health"
-	if len(q) > 0 {
-		p += "?" + q.Encode()
-	}
-	var out []api.ServerStatus
-	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
+	out, err := newClient(c).Health(c.Context, c.Args().First(), api.SplitList(c.StringSlice("replica"))...)
+	if err != nil {
 		return daemonErr(err)
 	}
 	return render(c, out, func(w io.Writer) error {

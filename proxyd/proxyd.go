@@ -19,8 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
@@ -88,7 +86,6 @@ type Daemon struct {
 	shutdown    chan struct{}
 	shutOnce    sync.Once
 
-	syncMu   sync.Mutex
 	syncTick chan struct{}
 	beatTick chan struct{} // a server's state changed: publish it to the replicas
 }
@@ -157,6 +154,8 @@ func Run(ctx context.Context, opts Options) error {
 		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
 	d.down = downstream.New(d, opts.Version, d.log)
+	// The re-init counter lives on each connection; metrics read it there.
+	d.metrics.trackReinits(d.mgr.List)
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)
@@ -402,5 +401,3 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-var _ = prometheus.NewRegistry

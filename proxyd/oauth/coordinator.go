@@ -19,9 +19,8 @@ type Trigger string
 // Triggers of a refresh.
 const (
 	TriggerReactive     Trigger = "reactive"     // a call found the token expired
-	TriggerProactive            = "proactive"    // the refresher, before expiry
-	TriggerUnauthorized         = "unauthorized" // an upstream answered 401 to a token
-	TriggerDrill                = "drill"        // mcpx drill refresh
+	TriggerProactive    Trigger = "proactive"    // the refresher, before expiry
+	TriggerUnauthorized Trigger = "unauthorized" // an upstream answered 401 to a token
 )
 
 // ErrAuthorizationRequired is matched (errors.Is) by every error that only
@@ -106,8 +105,8 @@ func NewRefreshCounter() *prometheus.CounterVec {
 	return cv
 }
 
-// Coordinator runs at most one refresh per server key. See the package
-// documentation of DESIGN.md "One refresh per grant".
+// Coordinator runs at most one refresh per server key (see
+// docs/architecture.md, "Sign-in and refresh").
 type Coordinator struct {
 	store *Store
 	opts  CoordinatorOptions

@@ -1,13 +1,6 @@
-// Package api holds the wire types of proxyd's control API (HTTP/1.1 + JSON
-// over a Unix socket, under /v1/) and the Go client that the CLI and the
-// tests use. The JSON field names are a stable, additive-only contract.
 package api
 
-import (
-	"encoding/json"
-	"strings"
-	"time"
-)
+import "time"
 
 // Server states.
 const (
@@ -78,53 +71,6 @@ type Health struct {
 	Summary       string `json:"summary"`
 }
 
-// Tool is one upstream tool as proxyd exposes it.
-type Tool struct {
-	Server      string          `json:"server"`
-	Name        string          `json:"name"`               // the upstream's own name
-	Exposed     string          `json:"exposed_name"`       // the name clients see: the server's prefix and Name
-	LeftOut     string          `json:"left_out,omitempty"` // why clients do not see the tool, when they do not
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	ReadOnly    bool            `json:"read_only"`
-	Destructive bool            `json:"destructive"`
-	InputSchema json.RawMessage `json:"input_schema,omitempty"`
-}
-
-// CallRequest is POST /v1/call.
-type CallRequest struct {
-	Server    string          `json:"server"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	TimeoutMS int64           `json:"timeout_ms,omitempty"`
-}
-
-// CallResponse carries the upstream's result as it came, or the failure
-// classified by the call-error taxonomy.
-type CallResponse struct {
-	RequestID  string          `json:"request_id"`
-	Server     string          `json:"server"`
-	Tool       string          `json:"tool"`
-	DurationMS float64         `json:"duration_ms"`
-	IsError    bool            `json:"is_error"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Error      *CallError      `json:"error,omitempty"`
-}
-
-// CallError is a failed call, classified.
-type CallError struct {
-	Message            string `json:"message"`
-	ErrorClass         string `json:"error_class"`
-	FaultDomain        string `json:"fault_domain"`
-	UpstreamHTTPStatus int    `json:"upstream_http_status,omitempty"`
-	Reason             string `json:"reason,omitempty"`
-}
-
-// ServerRequest is POST /v1/servers (add) — the config entry as JSON.
-type ServerRequest struct {
-	Server json.RawMessage `json:"server"`
-}
-
 // ReloadResponse is POST /v1/reload.
 type ReloadResponse struct {
 	Added   []string `json:"added"`
@@ -140,41 +86,7 @@ type ConnectInfo struct {
 	StdioCommand []string `json:"stdio_command"`
 }
 
-// ErrorBody is the one error shape: {"error": {"code": "...", "message": "..."}}.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the inside of ErrorBody.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// Error codes of the control API.
-const (
-	CodeBadRequest  = "bad_request"
-	CodeNotFound    = "not_found"
-	CodeForbidden   = "forbidden"
-	CodeConflict    = "conflict"
-	CodeUnavailable = "unavailable"
-	CodeInternal    = "internal"
-	CodeMethod      = "method_not_allowed"
-	// CodeNoRoute: this daemon has no such endpoint (an older version).
-	CodeNoRoute = "no_route"
-)
-
-// SplitList reads a list filter of the activity API: values may be
-// repeated (?server=a&server=b) or comma-separated (?server=a,b), and
-// blanks are dropped. The CLI reads its repeatable flags the same way.
-func SplitList(vs []string) []string {
-	var out []string
-	for _, v := range vs {
-		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
+// ShutdownResponse is POST /v1/shutdown: proxyd is stopping.
+type ShutdownResponse struct {
+	Status string `json:"status"` // "stopping"
 }
