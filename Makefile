@@ -64,6 +64,7 @@ bench:
 	$(GO) test -run '^$$' -bench ForgottenSession100 -benchtime 100x ./proxyd/upstream/
 	$(GO) test -run '^$$' -bench CallOverhead -benchtime 5000x ./proxyd/telemetry/
 	$(GO) test -run '^$$' -bench CallLatencyByState -benchtime 2000x ./proxyd/
+	$(GO) test -run '^$$' -bench RefreshStormReplicas -benchtime 10x ./proxyd/oauth/
 
 completions: build
 	$(BIN)/mcpx completion bash > completions/mcpx.bash
