@@ -81,6 +81,12 @@ func (d *Daemon) followSignIns(ctx context.Context, known map[string]int64) map[
 		if g == known[key] && has == d.auth.isSignedIn(key) {
 			continue
 		}
+		// Act only where this process's view differs from the store: its
+		// own sign-ins and sign-outs have already been applied here.
+		cg, cached := d.auth.coord.CachedGeneration(key)
+		if has == d.auth.isSignedIn(key) && (!has || !cached || cg == g) {
+			continue
+		}
 		d.auth.coord.Forget(key)
 		d.auth.setSignedIn(key, has)
 		if c, ok := d.mgr.Get(name); ok && (!has || c.State() != api.StateReady) {
