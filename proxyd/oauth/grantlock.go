@@ -185,6 +185,15 @@ func (h *hold) ClearInFlight(ctx context.Context) error {
 
 const clearFlightSQL = `UPDATE oauth_state SET flight_fp = '', flight_holder = '', flight_started = 0 WHERE server_key = ?`
 
+// storedStateSQL is saveStateSQL that also clears the in-flight marker.
+const storedStateSQL = `INSERT INTO oauth_state (server_key, last_refresh, last_outcome, last_class, latched,
+		fingerprint, cool_until, cool_count, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (server_key) DO UPDATE SET last_refresh = excluded.last_refresh, last_outcome = excluded.last_outcome,
+		last_class = excluded.last_class, latched = excluded.latched, fingerprint = excluded.fingerprint,
+		cool_until = excluded.cool_until, cool_count = excluded.cool_count, updated = excluded.updated,
+		flight_fp = '', flight_holder = '', flight_started = 0`
+
 func (h *hold) Store(ctx context.Context, name string, cur, next *Token, rs RefreshState) (bool, error) {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
@@ -197,26 +206,34 @@ func (h *hold) Store(ctx context.Context, name string, cur, next *Token, rs Refr
 	}
 	defer func() { _ = tx.Rollback() }()
 	h.done = true
-	// The sign-in's read-modify-write takes the same row lock.
-	if err := tx.Lock(ctx, store.LockRow, h.key); err != nil {
-		return false, err
+	// Compare and set: a sign-in that replaced the grant meanwhile changed
+	// its generation or refresh token, and then nothing is written. A few
+	// statements only, since every waiter on the grant waits for this.
+	tt := next.TokenType
+	if tt == "" {
+		tt = "Bearer"
 	}
-	latest, err := readToken(ctx, tx, h.key)
-	if err != nil && !errors.Is(err, ErrNoToken) {
-		return false, err
+	res, err := tx.ExecContext(ctx, `UPDATE oauth_tokens SET server_name = ?, access_token = ?, refresh_token = ?,
+		token_type = ?, expiry = ?, scopes = ?, updated = ?
+		WHERE server_key = ? AND generation = ? AND refresh_token = ?`,
+		name, next.AccessToken, next.RefreshToken, tt, toMillis(next.Expiry), strings.Join(next.Scopes, " "),
+		toMillis(next.Obtained), h.key, cur.Generation, cur.RefreshToken)
+	if err != nil {
+		return false, fmt.Errorf("write token: %w", err)
 	}
-	superseded := latest == nil || latest.Generation != cur.Generation || latest.RefreshToken != cur.RefreshToken
-	if !superseded {
-		if err := h.s.writeToken(ctx, tx, h.key, name, next); err != nil {
-			return false, err
-		}
-		if _, err := tx.ExecContext(ctx, saveStateSQL, h.key, toMillis(rs.LastRefresh), string(rs.LastOutcome), rs.LastClass,
-			rs.Latched, rs.Fingerprint, toMillis(rs.CoolUntil), rs.CoolCount, toMillis(h.s.now())); err != nil {
-			return false, fmt.Errorf("save refresh state: %w", err)
-		}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("write token: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, clearFlightSQL, h.key); err != nil {
-		return false, fmt.Errorf("clear the refresh in flight: %w", err)
+	superseded := n == 0
+	if superseded {
+		_, err = tx.ExecContext(ctx, clearFlightSQL, h.key)
+	} else {
+		_, err = tx.ExecContext(ctx, storedStateSQL, h.key, toMillis(rs.LastRefresh), string(rs.LastOutcome), rs.LastClass,
+			rs.Latched, rs.Fingerprint, toMillis(rs.CoolUntil), rs.CoolCount, toMillis(h.s.now()))
+	}
+	if err != nil {
+		return false, fmt.Errorf("save refresh state: %w", err)
 	}
 	if h.tx == nil {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_leases WHERE server_key = ? AND holder = ?`, h.key, h.s.holder); err != nil {
