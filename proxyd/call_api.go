@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 )
@@ -35,23 +35,46 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
+	if req.CheckSchema {
+		ctx = withSchemaCheck(ctx)
+	}
+	if req.Stream {
+		return d.streamCall(ctx, w, req)
+	}
 	out := d.call(d.tel.Extract(ctx, r.Header), req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
-	resp := api.CallResponse{
-		RequestID: out.RequestID, Server: req.Server, Tool: req.Tool,
-		DurationMS: float64(out.Duration.Microseconds()) / 1000,
+	return writeJSON(w, d.explainMissing(req, callResponse(req, out)))
+}
+
+// explainMissing marks a failed call whose server or tool does not exist
+// (error.not_found) and adds the nearest name to its message.
+func (d *Daemon) explainMissing(req api.CallRequest, resp api.CallResponse) api.CallResponse {
+	if resp.Error == nil {
+		return resp
 	}
-	if out.Result != nil {
-		resp.Result = out.Result.Raw
-		resp.IsError = out.Result.IsError
+	if missing, hint := d.callTarget(req.Server, req.Tool); missing != "" {
+		resp.Error.NotFound = missing
+		resp.Error.Message += hint
 	}
-	if out.Err != nil {
-		resp.Error = &api.CallError{
-			Message:            redact.Text(out.Err.Error()),
-			ErrorClass:         out.Class.Class,
-			FaultDomain:        out.Class.Domain,
-			UpstreamHTTPStatus: out.Class.HTTPStatus,
-			Reason:             out.Class.Reason,
+	return resp
+}
+
+// callTarget says what of a call's target does not exist ("server",
+// "tool" or "") and the did-you-mean hint for it. A tool is only known
+// missing once its server is ready and has listed its tools.
+func (d *Daemon) callTarget(srv, tool string) (missing, hint string) {
+	if srv == "" {
+		var names []string
+		for name := range d.naming().Tools {
+			names = append(names, name)
 		}
+		return "tool", editdistance.DidYouMean(tool, names)
 	}
-	return writeJSON(w, resp)
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return "server", editdistance.DidYouMean(srv, d.serverNames())
+	}
+	if _, known := c.Tool(tool); !known && c.State() == api.StateReady {
+		return "tool", toolHint(c, tool)
+	}
+	return "", ""
 }

@@ -97,7 +97,7 @@ func waitReady(t testing.TB, td *testDaemon, server string) {
 	})
 }
 
-func endpoint(t *testing.T, td *testDaemon) (url, token string) {
+func endpoint(t testing.TB, td *testDaemon) (url, token string) {
 	t.Helper()
 	info, err := td.client.ConnectInfo(context.Background())
 	if err != nil {

@@ -213,11 +213,13 @@ func (h *hold) Store(ctx context.Context, name string, cur, next *Token, rs Refr
 	if tt == "" {
 		tt = "Bearer"
 	}
+	// The same grant as sameGrant decides: generation and refresh token,
+	// and for a grant without one (a machine grant) the access token.
 	res, err := tx.ExecContext(ctx, `UPDATE oauth_tokens SET server_name = ?, access_token = ?, refresh_token = ?,
-		token_type = ?, expiry = ?, scopes = ?, updated = ?
-		WHERE server_key = ? AND generation = ? AND refresh_token = ?`,
+		token_type = ?, expiry = ?, scopes = ?, updated = ?, dpop_key = ?, issuer = ?
+		WHERE server_key = ? AND generation = ? AND refresh_token = ? AND (refresh_token <> '' OR access_token = ?)`,
 		name, next.AccessToken, next.RefreshToken, tt, toMillis(next.Expiry), strings.Join(next.Scopes, " "),
-		toMillis(next.Obtained), h.key, cur.Generation, cur.RefreshToken)
+		toMillis(next.Obtained), next.DPoPKey, next.Issuer, h.key, cur.Generation, cur.RefreshToken, cur.AccessToken)
 	if err != nil {
 		return false, fmt.Errorf("write token: %w", err)
 	}
