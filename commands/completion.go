@@ -133,7 +133,7 @@ var flagValues = map[string][]string{
 	"transport":    {"streamable-http", "sse", "stdio"},
 	"protocol":     {"auto", "legacy", "modern"},
 	"status":       api.CallStatuses,
-	"by":           {"server", "tool", "error_class", "fault_domain"},
+	"by":           {"server", "tool", "error_class", "fault_domain", "replica"},
 	"elicit":       {"decline", "cancel", "defaults"},
 }
 
