@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
@@ -141,7 +142,13 @@ func runActivityList(c *cli.Context) error {
 	q.Limit = c.Int("limit")
 	recs, err := newClient(c).Activity(c.Context, q)
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			recs, err = r.Activity(c.Context, q)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	on := colorEnabled(c)
 	return render(c, recs, func(w io.Writer) error {
@@ -214,7 +221,13 @@ func runActivityShow(c *cli.Context) error {
 	}
 	r, err := newClient(c).ActivityRecord(c.Context, id)
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(rec *proxyd.Record) (err error) {
+			r, err = rec.ActivityRecord(c.Context, id)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return render(c, r, func(w io.Writer) error {
 		row := func(k, v string) {
@@ -324,9 +337,32 @@ func runActivityExport(c *cli.Context) error {
 		cw = csv.NewWriter(w)
 		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error"})
 	}
+	write := func(r api.ActivityRecord) error {
+		if cw == nil {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "%s\n", b)
+			return err
+		}
+		return cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
+			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
+			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
+			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error})
+	}
 	st, err := newClient(c).ExportActivity(c.Context, q)
 	if err != nil {
-		return daemonErr(err)
+		return fromRecord(c, err, func(rec *proxyd.Record) error {
+			if err := rec.ExportActivity(c.Context, q, write); err != nil {
+				return err
+			}
+			if cw != nil {
+				cw.Flush()
+				return cw.Error()
+			}
+			return nil
+		})
 	}
 	defer st.Close()
 	for {
@@ -337,18 +373,9 @@ func runActivityExport(c *cli.Context) error {
 		if err != nil {
 			return daemonErr(err)
 		}
-		if cw == nil {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s\n", b)
-			continue
+		if err := write(r); err != nil {
+			return err
 		}
-		_ = cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
-			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
-			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
-			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error})
 	}
 	if cw != nil {
 		cw.Flush()
@@ -371,7 +398,13 @@ func runActivitySummary(c *cli.Context) error {
 	}
 	rows, err := newClient(c).ActivitySummary(c.Context, q, by)
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			rows, err = r.ActivitySummary(c.Context, q, by)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return render(c, rows, func(w io.Writer) error {
 		if len(rows) == 0 {

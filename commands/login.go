@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -89,7 +90,7 @@ Examples:
 		Flags:        []cli.Flag{outputFlag},
 		BashComplete: completeServers,
 		Action:       runAuthStatus,
-	}},
+	}, authSetTokenCommand},
 }
 
 func runLogin(c *cli.Context) error {
@@ -248,7 +249,13 @@ func runAuthStatus(c *cli.Context) error {
 	}
 	out, err := newClient(c).AuthStatus(c.Context, c.Args().First())
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			out, err = r.AuthStatus(c.Context, c.Args().First())
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return render(c, out, func(w io.Writer) error {
 		if len(out) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +59,8 @@ func runUp(c *cli.Context) error {
 		return fmt.Errorf("opening %s: %w", logPath, err)
 	}
 	defer logf.Close()
+	// Errors shown are this start's only: the log from here on.
+	startOffset, _ := logf.Seek(0, io.SeekEnd)
 	args := []string{"--socket", socketPath(c), "--config", configPath(c), "--state-dir", dir,
 		"proxyd", "--log-level", c.String("log-level")}
 	cmd := exec.Command(exe, args...)
@@ -83,7 +86,7 @@ func runUp(c *cli.Context) error {
 		case err := <-exited:
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == ExitConfig {
-				return exitErr(ExitConfig, fmt.Errorf("proxyd refused its config; from %s:\n%s", logPath, tail(logPath, 4)))
+				return exitErr(ExitConfig, fmt.Errorf("proxyd refused its config; from %s:\n%s", logPath, tail(logPath, startOffset, 4)))
 			}
 			if errors.As(err, &ee) || err == nil {
 				// Another daemon may have won the race for the socket.
@@ -92,7 +95,7 @@ func runUp(c *cli.Context) error {
 					return nil
 				}
 			}
-			return fmt.Errorf("proxyd exited before it was ready; last lines of %s:\n%s", logPath, tail(logPath, 8))
+			return fmt.Errorf("proxyd exited before it was ready; last lines of %s:\n%s", logPath, tail(logPath, startOffset, 8))
 		case <-ctx.Done():
 			return fmt.Errorf("proxyd did not become ready within %s; see %s", c.Duration("timeout"), logPath)
 		case <-tick.C:
@@ -100,11 +103,14 @@ func runUp(c *cli.Context) error {
 	}
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
+// tail returns the last n lines of a file written after offset.
+func tail(path string, offset int64, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
+	}
+	if offset > 0 && offset <= int64(len(b)) {
+		b = b[offset:]
 	}
 	lines := splitLines(string(b))
 	if len(lines) > n {

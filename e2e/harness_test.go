@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -50,7 +51,7 @@ func runMain(m *testing.M) int {
 	if dir := os.Getenv("MCPX_E2E_BINDIR"); dir != "" {
 		mcpxBin = filepath.Join(dir, "mcpx")
 		fixturesBin = filepath.Join(dir, "mcpx-fixtures")
-		return m.Run()
+		return pgtest.Main(m)
 	}
 	dir, err := os.MkdirTemp("", "mcpx-e2e-bin-")
 	if err != nil {
@@ -66,7 +67,8 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	// A private PostgreSQL starts only for the tests that ask for one.
+	return pgtest.Main(m)
 }
 
 // goBuild builds pkg of this module into out.

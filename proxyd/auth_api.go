@@ -20,7 +20,7 @@ const loginTimeout = 5 * time.Minute
 func (d *Daemon) httpServer(name string) (config.Server, error) {
 	s, ok := d.config().Server(name)
 	if !ok {
-		return config.Server{}, notFound("no server named %q (see 'mcpx servers')", name)
+		return config.Server{}, d.noServer(name)
 	}
 	if s.URL == "" {
 		return config.Server{}, badRequest("server %q is a stdio server: it has no OAuth sign-in", name)

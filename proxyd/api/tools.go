@@ -46,4 +46,8 @@ type CallError struct {
 	FaultDomain        string `json:"fault_domain"`
 	UpstreamHTTPStatus int    `json:"upstream_http_status,omitempty"`
 	Reason             string `json:"reason,omitempty"`
+	// NotFound names what the request named that does not exist:
+	// "server", "tool", "prompt" (the message says which and the nearest
+	// name, if any).
+	NotFound string `json:"not_found,omitempty"`
 }

@@ -279,6 +279,25 @@ func (c *Config) ListenAddr() string {
 
 // EffectiveTransport is the configured transport, else stdio for a command
 // and streamable-http for a URL.
+// ResolvedHeaders are the server's headers with their ${env:...} and
+// ${file:...} references resolved: done when a connection is made, never
+// written back. An error names the header and the reference, never a
+// value.
+func (s *Server) ResolvedHeaders() (map[string]string, error) {
+	if len(s.Headers) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(s.Headers))
+	for k, v := range s.Headers {
+		x, err := secretref.Expand(v)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: header %s: %w", s.Name, k, err)
+		}
+		out[k] = x
+	}
+	return out, nil
+}
+
 func (s *Server) EffectiveTransport() string {
 	switch {
 	case s.Transport != "":

@@ -316,9 +316,11 @@ func (v *validator) headers(h map[string]string, where, name string) {
 	for _, k := range names {
 		hp := "headers[" + k + "]"
 		switch {
-		case strings.EqualFold(k, "Authorization"), strings.EqualFold(k, "Proxy-Authorization"):
-			v.addKey(hp, fmt.Sprintf("%sheaders must not set %s", prefix(where), k),
-				"remove it: configure the server's oauth block if needed and sign in with `mcpx login "+name+"`; tokens never belong in the config file")
+		case secretref.Check(h[k]) != nil:
+			v.addKey(hp, fmt.Sprintf("%sheader %s: %v", prefix(where), k, secretref.Check(h[k])), "write ${env:NAME} or ${file:PATH}")
+		case credentialHeader(k) && !secretref.Has(h[k]):
+			v.addKey(hp, fmt.Sprintf("%sheader %s holds a credential written into the config file", prefix(where), k),
+				"reference it instead: \"Bearer ${env:NAME}\" or \"${file:/run/secrets/NAME}\" (resolved by proxyd when it connects), store it with `mcpx auth set-token "+name+"`, or sign in with `mcpx login "+name+"`")
 		case !validHeaderName(k):
 			v.addKey(hp, fmt.Sprintf("%sinvalid header name %q", prefix(where), k), "use letters, digits and - (e.g. X-Team)")
 		case managedHeaders[strings.ToLower(k)]:
@@ -328,6 +330,25 @@ func (v *validator) headers(h map[string]string, where, name string) {
 			v.add(hp, fmt.Sprintf("%sheader %s has an invalid value (control characters such as CR or LF)", prefix(where), k), "put the value on one line without control characters")
 		}
 	}
+}
+
+// credentialHeader: a header whose value is a credential, which the
+// config may hold only as a reference.
+func credentialHeader(k string) bool {
+	k = strings.ToLower(k)
+	return k == "authorization" || k == "proxy-authorization" || k == "cookie"
+}
+
+// secretLookingHeader: a header whose name says it carries a secret; a
+// literal value gets a warning.
+func secretLookingHeader(k string) bool {
+	k = strings.ToLower(k)
+	for _, w := range []string{"token", "secret", "key", "password", "auth"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // validHeaderName reports whether s is an RFC 9110 token.

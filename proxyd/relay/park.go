@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,6 +24,10 @@ import (
 // parkTTL bounds how long a parked call waits for the client's retry.
 const parkTTL = 5 * time.Minute
 
+// maxParked bounds the calls waiting for their clients' retries: each
+// holds an upstream request open.
+const maxParked = 256
+
 // parkPrefix marks the requestState values proxyd issues.
 const parkPrefix = "mcpx1."
 
@@ -35,10 +40,15 @@ type parkTable struct {
 
 func newParkTable() *parkTable { return &parkTable{calls: map[string]*parked{}} }
 
-func (t *parkTable) add(p *parked) {
+// add records p; false when too many calls wait already.
+func (t *parkTable) add(p *parked) bool {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.calls) >= maxParked {
+		return false
+	}
 	t.calls[p.token] = p
-	t.mu.Unlock()
+	return true
 }
 
 func (t *parkTable) remove(p *parked) {
@@ -126,7 +136,10 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	}
 	p := &parked{token: newParkToken(), method: ex.Method, name: ex.Name, cancel: cancel,
 		done: make(chan struct{}), asks: map[string]*ask{}, wake: make(chan struct{}, 1), caps: peer.Caps()}
-	r.parked.add(p)
+	if !r.parked.add(p) {
+		cancel()
+		return nil, fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
+	}
 	ex.Handler = p
 	go func() {
 		defer close(p.done)

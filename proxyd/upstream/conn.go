@@ -61,6 +61,7 @@ type Conn struct {
 	kick   chan struct{} // reconnect now (reload, manual)
 
 	mu         sync.RWMutex
+	hdrs       map[string]string // the configured headers, references resolved
 	state      string
 	lastErr    string
 	since      time.Time

@@ -38,6 +38,14 @@ func (c *Conn) wrappers() []Wrapper {
 
 func (c *Conn) newTransport() (transport.Interface, error) {
 	s := c.cfg
+	// Header references are resolved at each connect, kept in memory only.
+	hdrs, err := s.ResolvedHeaders()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.hdrs = hdrs
+	c.mu.Unlock()
 	switch s.EffectiveTransport() {
 	case config.TransportStdio:
 		env := childEnv(s.Env)
@@ -59,7 +67,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
-		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(s.Headers))
+		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(hdrs))
 	default:
 		hc, err := newHTTPClient(s, c.wrappers())
 		if err != nil {
@@ -70,7 +78,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		c.mu.Unlock()
 		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
-			transport.WithHTTPHeaders(s.Headers),
+			transport.WithHTTPHeaders(hdrs),
 			transport.WithHTTPLogger(c.opts.libraryLogger(c.name)),
 		}
 		if c.legacyPinned() {

@@ -60,6 +60,29 @@ type routes struct {
 	// asks cancels the client's answer to an upstream request the upstream
 	// cancelled (notifications/cancelled), by the request's id.
 	asks map[string]context.CancelFunc
+	// waiting counts the upstream's requests being answered.
+	waiting int
+}
+
+// maxWaitingAsks bounds the upstream's requests answered at once on one
+// connection.
+const maxWaitingAsks = 64
+
+// takeAsk claims a place for an upstream request; false when full.
+func (r *routes) takeAsk() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting >= maxWaitingAsks {
+		return false
+	}
+	r.waiting++
+	return true
+}
+
+func (r *routes) doneAsk() {
+	r.mu.Lock()
+	r.waiting--
+	r.mu.Unlock()
 }
 
 func (r *routes) add(x *exchange) {

@@ -163,9 +163,16 @@ func (c *Conn) setHeaders(h http.Header, w wire, sid string) {
 	if sid != "" {
 		h.Set(sessionHeader, sid)
 	}
-	for k, v := range c.cfg.Headers {
+	for k, v := range c.headers() {
 		h.Set(k, v)
 	}
+}
+
+// headers are the server's configured headers as resolved at connect.
+func (c *Conn) headers() map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.hdrs
 }
 
 // statusError turns a non-200 answer into the error the library would
@@ -221,8 +228,15 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				continue // not a JSON-RPC message: skipped, as the library does
 			}
 			switch {
+			case m.Method != "" && len(m.ID) > 0 && !c.routes.takeAsk():
+				// An upstream asking for more than proxyd lets wait at once
+				// gets the overflow refused rather than piling up.
+				go c.postMessage(hc, w, sid, response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
 			case m.Method != "" && len(m.ID) > 0:
-				go c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+				go func() {
+					defer c.routes.doneAsk()
+					c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+				}()
 			case m.Method != "":
 				c.deliver(x, m.Method, m.Params)
 			case len(m.ID) > 0:
