@@ -25,7 +25,7 @@ var handlers = map[string]handler{
 	// Echo the schema proxyd listed: keywords it dropped would show.
 	"json-schema-2020-12-preservation": echoSchema,
 	// A malformed x-mcp-header annotation leaves out that tool only.
-	"http-invalid-tool-headers": callTool("valid_tool", `{}`),
+	"http-invalid-tool-headers": callTool("valid_tool", `{"region":"us-west1"}`),
 	// Mcp-Method and Mcp-Name on every kind of request: a tool call, a
 	// resource read and a prompt, the last two through proxyd's endpoint.
 	"http-standard-headers": everyRequestKind,
@@ -98,9 +98,9 @@ func callFirst(args string) handler {
 
 func (m *mcpx) scenarioCalls(sc scenarioContext) error {
 	for _, c := range sc.ToolCalls {
-		args := string(c.Arguments)
-		if args == "" || args == "null" {
-			args = "{}"
+		args, err := withoutNulls(c.Arguments)
+		if err != nil {
+			return fmt.Errorf("arguments of %s: %w", c.Name, err)
 		}
 		if _, err := m.run("call", serverName, c.Name, args, "-o", "json"); err != nil {
 			return err
@@ -236,3 +236,23 @@ func signIn(m *mcpx, _ scenarioContext) error {
 // maxSignIns bounds sign-ins per run: the first, plus scope step-ups.
 // proxyd itself refuses after its own limit; this only stops a loop.
 const maxSignIns = 6
+
+// withoutNulls leaves out the arguments given as null: mcpx call checks
+// arguments against the tool's schema, where null is no boolean or
+// string; an argument left out is what a null stands for.
+func withoutNulls(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}", nil
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return "", err
+	}
+	for k, v := range args {
+		if string(v) == "null" {
+			delete(args, k)
+		}
+	}
+	b, err := json.Marshal(args)
+	return string(b), err
+}
