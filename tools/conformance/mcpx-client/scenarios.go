@@ -33,6 +33,39 @@ var handlers = map[string]handler{
 	"elicitation-sep1034-client-defaults": callElicit("test_client_elicitation_defaults", "defaults"),
 	"sep-2322-client-request-state":       requestState,
 	"sse-retry":                           callFirst(`{}`),
+	// Skills: listing reads no file; loading verifies each file it reads
+	// and stops at the first that fails (these servers tamper with one).
+	"sep-2640-client-no-prefetch":        listSkills,
+	"sep-2640-client-verify-digest":      loadSkill("pdf-processing"),
+	"sep-2640-client-verify-size":        loadSkill("pdf-processing"),
+	"sep-2640-client-verify-frontmatter": loadSkill("pdf-processing"),
+}
+
+func listSkills(m *mcpx, _ scenarioContext) error {
+	if _, err := m.tools(); err != nil {
+		return err
+	}
+	_, err := m.run("skills", serverName, "-o", "json")
+	return err
+}
+
+// loadSkill loads a skill the server has tampered with: mcpx skills must
+// refuse it (exit 4) without reading the skill's other files.
+func loadSkill(name string) handler {
+	return func(m *mcpx, sc scenarioContext) error {
+		if err := listSkills(m, sc); err != nil {
+			return err
+		}
+		_, err := m.run("skills", serverName, name, "-o", "json")
+		var ee *exitError
+		if errors.As(err, &ee) && ee.code == 4 {
+			return nil // refused, as it must be
+		}
+		if err == nil {
+			return errors.New("mcpx skills loaded a skill whose files do not match its entry")
+		}
+		return err
+	}
 }
 
 func handlerFor(scenario string) handler {
