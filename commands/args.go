@@ -219,7 +219,7 @@ func callArguments(c *cli.Context, server, tool string, pos, flags []string) (js
 // parseArguments is callArguments with the schema's property types from
 // props (asked once, only for KEY=VALUE pairs) and stdin for "-".
 func parseArguments(pos, flags []string, props func() map[string][]string, stdin io.Reader) (json.RawMessage, error) {
-	if len(pos) == 1 && len(flags) == 0 && (pos[0] == "-" || strings.HasPrefix(pos[0], "@") || strings.HasPrefix(strings.TrimSpace(pos[0]), "{")) {
+	if jsonArgument(pos, flags) {
 		raw, err := readJSONArgument(stdin, pos[0])
 		if err != nil {
 			return nil, exitErr(ExitUsage, err)
@@ -250,6 +250,12 @@ func parseArguments(pos, flags []string, props func() map[string][]string, stdin
 		m[k] = typedValue(v, types[k])
 	}
 	return json.Marshal(m)
+}
+
+// jsonArgument: the arguments are one JSON object (inline, @FILE or -),
+// sent as written; KEY=VALUE pairs are typed and checked by the schema.
+func jsonArgument(pos, flags []string) bool {
+	return len(pos) == 1 && len(flags) == 0 && (pos[0] == "-" || strings.HasPrefix(pos[0], "@") || strings.HasPrefix(strings.TrimSpace(pos[0]), "{"))
 }
 
 // readJSONArgument reads the JSON object of an inline argument, @FILE or -.

@@ -120,6 +120,10 @@ func TestParseWhen(t *testing.T) {
 		{"2026-11-29T08:00:00.5+01:00", time.Date(2026, 11, 29, 7, 0, 0, 500_000_000, time.UTC), false},
 		{"2026-11-29", time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), false},
 		{"-1h", time.Time{}, true},
+		{"+10m", now.Add(10 * time.Minute), false},
+		{"2026-11-29T08:00:00", time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), false},
+		{"2026-11-29 08:00:00 +01:00", time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), false},
+		{"2026-11-29 08:00", time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), false},
 		{"yesterday", time.Time{}, true},
 		{"1.5d", time.Time{}, true},
 	}

@@ -14,7 +14,7 @@ import (
 var callCommand = &cli.Command{
 	Name:      "call",
 	Usage:     "call a tool through proxyd and print its result",
-	ArgsUsage: "[SERVER] TOOL [JSON | KEY=VALUE ...]",
+	ArgsUsage: "[SERVER | URL] TOOL [JSON | @FILE | - | KEY=VALUE ...] [-- COMMAND [ARGS...]]",
 	Description: `Calls TOOL on SERVER through proxyd (recorded in the activity log like any
 call). TOOL is the server's own name for it or the name MCP clients see
 (see 'mcpx tools'); that exposed name also works alone, without SERVER.
@@ -22,9 +22,9 @@ Arguments are one JSON object (inline, @FILE, or - for stdin), or
 KEY=VALUE pairs (positional or with --arg) typed by the tool's input
 schema: a string property takes "123" as a string, a number property as
 a number; other VALUEs are read as JSON when they parse. A key given twice
-is an error. proxyd checks the arguments against the schema before
+is an error. proxyd checks KEY=VALUE arguments against the schema before
 sending: a mismatch exits 2 (error_class proxy_policy, fault_domain
-client) in the schema's words. Exits 4 when the call fails or the tool
+client) in the schema's words. A JSON object is sent as written. Exits 4 when the call fails or the tool
 reports isError, printing the error class and fault domain; 8 when there
 is no such server or tool.
 
@@ -37,6 +37,11 @@ content, or a whole result with "action"). Without a terminal or --elicit
 the request is cancelled. A request for an LLM completion (sampling) is
 refused: mcpx call has no model. Ctrl-C cancels the call upstream and
 exits 130 once proxyd confirms; a second Ctrl-C exits at once.
+
+A one-shot target needs no config entry: 'mcpx call URL TOOL ...', or a
+stdio server's command after '--' ('mcpx call TOOL K=V -- npx server').
+It runs through proxyd when it is up (recorded as an ad-hoc server) and
+in-process otherwise, as stderr says.
 
 Examples:
    mcpx call fixture echo text=hello
@@ -62,6 +67,9 @@ func runCall(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
+	if t, rest := adHocTarget(c, c.Args().Slice()); t != nil {
+		return runCallAdHoc(c, t, rest)
+	}
 	// One name alone is the exposed name; so is a name followed by
 	// arguments, which always hold '=' or are a JSON object.
 	names := 2
@@ -77,6 +85,7 @@ func runCall(c *cli.Context) error {
 		return err
 	}
 	req.Arguments = args
+	req.CheckSchema = !jsonArgument(c.Args().Slice()[names:], c.StringSlice("arg"))
 	if d := c.Duration("timeout"); d > 0 {
 		req.TimeoutMS = d.Milliseconds()
 	}
@@ -126,4 +135,3 @@ func runCall(c *cli.Context) error {
 func isArgument(s string) bool {
 	return strings.Contains(s, "=") || strings.HasPrefix(strings.TrimSpace(s), "{") || s == "-" || strings.HasPrefix(s, "@")
 }
-

@@ -3,6 +3,7 @@ package commands
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestFitCause(t *testing.T) {
@@ -29,5 +30,25 @@ func TestFitCause(t *testing.T) {
 	}
 	if got := dedupeChain(dns); strings.Count(got, "failed to send request") != 1 {
 		t.Errorf("dedupeChain kept a repeated link: %q", got)
+	}
+}
+
+func TestMachineJSON(t *testing.T) {
+	type rec struct {
+		ID   int            `json:"id"`
+		When time.Time      `json:"when"`
+		M    map[string]int `json:"m,omitempty"`
+	}
+	loc := time.FixedZone("X", 3600)
+	got, err := machineJSON([]rec{{ID: 1, When: time.Date(2026, 1, 2, 15, 4, 5, 0, loc)}, {ID: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"schema_version":1,"id":1,"when":"2026-01-02T14:04:05Z"},{"schema_version":1,"id":2,"when":"0001-01-01T00:00:00Z"}]`
+	if string(got) != want {
+		t.Errorf("machineJSON = %s\nwant          %s", got, want)
+	}
+	if got := string(withSchemaVersion([]byte(`{}`))); got != `{"schema_version":1}` {
+		t.Errorf("empty object: %s", got)
 	}
 }

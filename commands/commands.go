@@ -131,9 +131,17 @@ func render(c *cli.Context, v any, table func(w io.Writer) error) error {
 	w := c.App.Writer
 	switch f {
 	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		b, err := machineJSON(v)
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := json.Indent(&out, b, "", "  "); err != nil {
+			return err
+		}
+		out.WriteByte('\n')
+		_, err = w.Write(out.Bytes())
+		return err
 	case "yaml":
 		b, err := toYAML(v)
 		if err != nil {
@@ -147,7 +155,7 @@ func render(c *cli.Context, v any, table func(w io.Writer) error) error {
 
 // toYAML converts through JSON so YAML keys match the JSON field names.
 func toYAML(v any) ([]byte, error) {
-	j, err := json.Marshal(v)
+	j, err := machineJSON(v)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,9 @@ func TestPreflight(t *testing.T) {
 		{args: []string{"call", "docs", "search", "q=1", "-h"}, want: "mcpx call --help"},
 		{args: []string{"--socket", "/s", "help", "drill", "session"}, want: "mcpx --socket /s drill session --help"},
 		{args: []string{"help", "exit-codes"}, want: "mcpx help exit-codes"},
-		{args: []string{"call", "docs", "search", "--", "--help"}, want: "mcpx call docs search -- --help"},
+		{args: []string{"servers", "add", "x", "--", "cmd", "--help"}, want: "mcpx servers add x -- cmd --help"},
+		// call and tools: a stdio command after '--' is kept apart.
+		{args: []string{"call", "echo", "text=hi", "--", "npx", "server", "--port", "1"}, want: "mcpx call echo text=hi"},
 		{args: []string{"tools", "--outptu", "json"}, want: "unknown flag --outptu for 'mcpx tools' (did you mean --output?)", wantErr: true},
 		{args: []string{"statsu"}, want: `unknown command "statsu" for 'mcpx' (did you mean "status"?)`, wantErr: true},
 		{args: []string{"drill", "sesion"}, want: `unknown command "sesion" for 'mcpx drill' (did you mean "session"?)`, wantErr: true},

@@ -47,6 +47,7 @@ Examples:
 		outputFlag,
 		&cli.BoolFlag{Name: "no-browser", Usage: "print the authorization URL instead of opening a browser"},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "how long to wait for the browser sign-in"},
+		&cli.BoolFlag{Name: "force", Usage: "sign in even when the server answers without a sign-in"},
 	},
 	BashComplete: completeServers,
 	Action:       runLogin,
@@ -102,6 +103,9 @@ func runLogin(c *cli.Context) error {
 		return err
 	}
 	server := c.Args().First()
+	if done, err := noSignInNeeded(c, server); done || err != nil {
+		return err
+	}
 	cl := newClient(c)
 	req := api.LoginRequest{Server: server, TimeoutMS: c.Duration("timeout").Milliseconds()}
 	var result *api.LoginResult
@@ -257,6 +261,13 @@ func runAuthStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// Suggest a sign-in only where the connection asks for one.
+	states := map[string]api.ServerStatus{}
+	if st, err := newClient(c).Status(c.Context); err == nil {
+		for _, s := range st.Servers {
+			states[s.Name] = s
+		}
+	}
 	return render(c, out, func(w io.Writer) error {
 		if len(out) == 0 {
 			fmt.Fprintln(w, "No HTTP servers configured.")
@@ -281,7 +292,7 @@ func runAuthStatus(c *cli.Context) error {
 			case s.LastClass == "transient" && s.LastError != "":
 				note = "retrying: " + s.LastError
 			case !s.SignedIn:
-				note = "mcpx login " + s.Server
+				note = signInNote(s.Server, states)
 			}
 			grant := s.Grant
 			if s.IdentitySource != "" {

@@ -68,6 +68,19 @@ func preflight(app *cli.App, args []string) ([]string, error) {
 		}
 		positional = true
 	}
+	// call and tools take a stdio command after '--'.
+	if len(path) > 0 && takesStdioCommand[path[0].Name] && !help {
+		if i := slices.Index(args, "--"); i > 0 {
+			if i == len(args)-1 {
+				return nil, usageErr("'--' must be followed by a stdio server's COMMAND [ARGS...]")
+			}
+			if app.Metadata == nil {
+				app.Metadata = map[string]any{}
+			}
+			app.Metadata[stdioCommandKey] = slices.Clone(args[i+1:])
+			return args[:i:i], nil
+		}
+	}
 	if !help {
 		return args, nil
 	}

@@ -60,6 +60,7 @@ Examples:
 		&cli.StringFlag{Name: "transport", Usage: "streamable-http or sse (default: the config's, else streamable-http)"},
 		&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern (default: the config's, else auto)"},
 		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
+		&cli.BoolFlag{Name: "show-certs", Usage: "print every certificate the server presented, with its PEM (in -o json too)"},
 		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
 		outputFlag,
 	},
@@ -82,7 +83,16 @@ func runProbe(c *cli.Context) error {
 		return err
 	}
 	errorf(c, "%s\n", note)
-	if err := render(c, rep, func(w io.Writer) error { return probeTable(w, rep, colorEnabled(c), c.Bool("waterfall")) }); err != nil {
+	if !c.Bool("show-certs") {
+		withoutPEM(rep)
+	}
+	if err := render(c, rep, func(w io.Writer) error {
+		if err := probeTable(w, rep, colorEnabled(c), c.Bool("waterfall")); err != nil {
+			return err
+		}
+		printCertificates(w, rep, c.Bool("show-certs"))
+		return nil
+	}); err != nil {
 		return err
 	}
 	code := probe.ExitCode(rep.Result.Code)

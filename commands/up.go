@@ -31,6 +31,7 @@ Examples:
    mcpx up --timeout 30s
    mcpx --state-dir /tmp/mcpx --socket /tmp/mcpx/s.sock up`,
 	Flags: []cli.Flag{
+		outputFlag,
 		&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second, Usage: "how long to wait for proxyd to become ready"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "proxyd's log level"},
 	},
@@ -38,10 +39,15 @@ Examples:
 }
 
 func runUp(c *cli.Context) error {
+	if _, err := format(c); err != nil {
+		return err
+	}
 	cl := newClient(c)
 	if st, err := cl.Status(c.Context); err == nil {
-		fmt.Fprintf(c.App.Writer, "proxyd already running (pid %d) on %s\n", st.PID, st.Socket)
-		return nil
+		return render(c, st, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "proxyd already running (pid %d) on %s\n", st.PID, st.Socket)
+			return err
+		})
 	} else if !api.IsNotRunning(err) {
 		return err
 	}
@@ -79,8 +85,10 @@ func runUp(c *cli.Context) error {
 	for {
 		st, err := cl.Status(ctx)
 		if err == nil {
-			fmt.Fprintf(c.App.Writer, "proxyd started (pid %d)\n  socket: %s\n  MCP endpoint: %s\n  log: %s\n", st.PID, st.Socket, st.MCPURL, logPath)
-			return nil
+			return render(c, st, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "proxyd started (pid %d)\n  socket: %s\n  MCP endpoint: %s\n  log: %s\n", st.PID, st.Socket, st.MCPURL, logPath)
+				return err
+			})
 		}
 		select {
 		case err := <-exited:

@@ -53,17 +53,28 @@ type proxyFailure struct {
 // empties this list: remove an entry as soon as its scenario passes (the
 // test says so), and never add one to hide a regression.
 var knownProxyFailures = []proxyFailure{
-	// A modern-era client (2026-07-28) through a legacy upstream: the
-	// upstream asks for input with server-initiated requests during the
-	// call, which proxyd has to turn into input_required results.
-	{"legacy", "2026-07-28", "input-required-result-basic-elicitation", "the upstream's elicitation/create reaches the client as input_required under proxyd's own key; the suite wants the key the server chose (user_name), which a legacy upstream never puts on the wire"},
-	{"legacy", "2026-07-28", "input-required-result-basic-sampling", "the upstream's sampling/createMessage is refused (-32601, \"outside a tool call\"): proxyd does not tie it to the call that caused it"},
-	{"legacy", "2026-07-28", "input-required-result-basic-list-roots", "the upstream's roots/list does not reach the client as an input_required request"},
-	{"legacy", "2026-07-28", "input-required-result-multiple-input-requests", "the upstream's three concurrent requests (elicitation, sampling, roots) reach the client as one input request"},
-	{"legacy", "2026-07-28", "input-required-result-multi-round", "the upstream's second request, sent after the first answer, does not come back as a new input_required result with a new requestState"},
-	{"legacy", "2026-07-28", "input-required-result-capability-check", "a legacy upstream learns client capabilities once, from proxyd's initialize, so it cannot honour the ones this request declares"},
-	{"legacy", "2026-07-28", "server-stateless", "a legacy upstream learns client capabilities once, from proxyd's initialize, so a call needing one this client did not declare is not refused with -32021"},
+	// A modern-era client (2026-07-28) through a legacy upstream: what the
+	// legacy era cannot carry.
+	{"legacy", "2026-07-28", "input-required-result-basic-elicitation", inputKeysUnknown},
+	{"legacy", "2026-07-28", "input-required-result-capability-check", capabilitiesFixedAtInitialize},
+	{"legacy", "2026-07-28", "server-stateless", capabilitiesFixedAtInitialize},
 }
+
+// Reasons shared by several entries of knownProxyFailures.
+const (
+	// The reference server names its input requests ("user_name"); a
+	// legacy server sends the same request as an elicitation/create with
+	// no name, so proxyd names it itself (mcpx-N) in the input_required
+	// result it makes for the modern client, and the suite checks for the
+	// server's own name.
+	inputKeysUnknown = "the input request's key is the server's own choice, which a legacy upstream's elicitation/create does not carry; proxyd names it mcpx-N"
+	// The reference server decides what to ask, or whether to refuse with
+	// -32021, from the client capabilities in a modern request's _meta. A
+	// legacy upstream knows only the capabilities proxyd declared at
+	// initialize for all its clients (sampling, elicitation, roots): it
+	// asks for everything and refuses nothing.
+	capabilitiesFixedAtInitialize = "a legacy upstream knows only the capabilities proxyd declared at initialize for all its clients, not the modern client's own"
+)
 
 // intermittentThroughProxyd are scenarios that pass through proxyd most
 // of the time and fail now and then, with the cause. Either outcome is

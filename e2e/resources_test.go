@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -87,5 +88,49 @@ func TestResourcesPromptsRPC(t *testing.T) {
 		if got, ok := seen[tool]; !ok || got != class {
 			t.Errorf("activity record %q: class %q (recorded %v), want %q", tool, got, ok, class)
 		}
+	}
+}
+
+// TestAdHocTargets: 'mcpx tools URL', 'mcpx call URL TOOL' and the stdio
+// form after '--' run through proxyd when it is up (recorded as an ad-hoc
+// server) and in-process when it is not, and say which on stderr.
+func TestAdHocTargets(t *testing.T) {
+	peers := peersDir(t)
+	fx := startFixture(t, mcpserver.EraBoth)
+	stdio := []string{"--", filepath.Join(peers, nodeRel), filepath.Join(peers, everythingRel)}
+	dead := "http://" + freeAddr(t) + "/mcp"
+
+	e := newEnv(t)
+	e.writeConfig("listen: 127.0.0.1:0\n")
+	checks := func(situation, note string) {
+		t.Helper()
+		for _, c := range []struct {
+			args []string
+			code int
+			out  string
+		}{
+			{[]string{"tools", fx.URL()}, 0, "echo"},
+			{[]string{"call", fx.URL(), "echo", "text=one-shot"}, 0, "one-shot"},
+			{append([]string{"tools"}, stdio...), 0, "get-tiny-image"},
+			{append([]string{"call", "echo", "message=via-stdio"}, stdio...), 0, "via-stdio"},
+			{[]string{"call", dead, "echo", "text=x"}, 4, ""},
+		} {
+			r := e.run(c.args...)
+			if r.code != c.code || !strings.Contains(r.stdout, c.out) || !strings.Contains(r.stderr, note) {
+				t.Errorf("%s: want exit %d, %q on stdout and %q on stderr\n%s", situation, c.code, c.out, note, r)
+			}
+		}
+	}
+	checks("without proxyd", "in-process (not recorded)")
+	e.startProxyd()
+	checks("through proxyd", "through proxyd as ad-hoc server adhoc-")
+	var recs []activity.Record
+	e.runJSON(0, &recs, "activity", "--server", "adhoc-127-0-0-1", "--tool", "echo")
+	if len(recs) != 2 {
+		t.Errorf("want the 2 ad-hoc echo calls (one failed) in activity, got %+v", recs)
+	}
+	// Nothing was added to the configuration.
+	if st := e.status(); len(st.Servers) != 0 {
+		t.Errorf("ad-hoc servers appear in status: %+v", st.Servers)
 	}
 }

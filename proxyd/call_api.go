@@ -35,7 +35,9 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
-	ctx = withSchemaCheck(ctx)
+	if req.CheckSchema {
+		ctx = withSchemaCheck(ctx)
+	}
 	if req.Stream {
 		return d.streamCall(ctx, w, req)
 	}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -100,19 +103,32 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("params must be a JSON object")
 		}
 	}
-	conn, ok := d.mgr.Get(req.Server)
-	if !ok {
-		return d.noServer(req.Server)
+	var conn *upstream.Conn
+	var adhoc *config.Server
+	if req.Target != nil {
+		s, err := adHocServer(*req.Target)
+		if err != nil {
+			return badRequest("%v", err)
+		}
+		adhoc, req.Server = &s, s.Name
+	} else {
+		c, ok := d.mgr.Get(req.Server)
+		if !ok {
+			return d.noServer(req.Server)
+		}
+		conn = c
 	}
 	ctx := r.Context()
-	cfg := conn.Config()
-	timeout := cfg.CallTimeout()
+	timeout := config.DefaultCallTimeout
+	if conn != nil {
+		cfg := conn.Config()
+		timeout = cfg.CallTimeout()
+	}
 	if req.TimeoutMS > 0 {
 		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
 	// _meta members pass on as the client's own; the name is what the
 	// Mcp-Name header carries.
 	meta := params["_meta"]
@@ -129,7 +145,9 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 		body, _ = json.Marshal(params)
 	}
 	var out callOutcome
-	if req.Method == string(mcp.MethodToolsCall) {
+	if adhoc != nil {
+		out = d.relayAdHoc(ctx, *adhoc, req.Method, name, body, meta)
+	} else if req.Method == string(mcp.MethodToolsCall) {
 		out = d.funnel(ctx, &relayed{server: req.Server, method: req.Method, name: name, params: body, meta: meta,
 			callMeta: downstream.CallMeta{Client: "cli"}})
 	} else {
@@ -182,12 +200,30 @@ func (d *Daemon) relayRecorded(ctx context.Context, conn *upstream.Conn, method,
 		}
 	}
 	out.Duration = time.Since(start)
+	d.recordRelayed(ctx, conn.Name(), conn.Era(), transport, method, name, start, &out, rec, info)
+	if _, configured := d.mgr.Get(conn.Name()); configured {
+		d.health.Observe(conn.Name(), out.Class)
+	}
+	return out
+}
+
+// recordRelayed classifies a relayed request's outcome and records it in
+// the activity log and the metrics, as the funnel does for calls.
+func (d *Daemon) recordRelayed(ctx context.Context, server, era, transport, method, name string, start time.Time, out *callOutcome, rec *callerr.Recorder, info *upstream.CallInfo) {
 	in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
 	var notReady *upstream.ErrNotReady
 	if errors.As(out.Err, &notReady) {
-		in.Err = &callerr.UnavailableError{Server: conn.Name(), Err: out.Err}
+		in.Err = &callerr.UnavailableError{Server: server, Err: out.Err}
 		if notReady.SignIn {
-			in.Err = &callerr.AuthError{Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the request was not sent", conn.Name()), Err: out.Err}
+			in.Err = &callerr.AuthError{Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the request was not sent", server), Err: out.Err}
+		}
+	}
+	tool := strings.TrimSpace(method + " " + name)
+	if method == string(mcp.MethodToolsCall) {
+		tool = name
+		if out.Result != nil {
+			out.Result = upstream.NewCallResult(out.Result.Raw)
+			in.Result = &mcp.CallToolResult{IsError: out.Result.IsError}
 		}
 	}
 	out.Class = callerr.Classify(in)
@@ -195,16 +231,71 @@ func (d *Daemon) relayRecorded(ctx context.Context, conn *upstream.Conn, method,
 	if out.Class.Class != "" {
 		status = "error"
 	}
-	if out.Err != nil {
+	switch {
+	case out.Err != nil:
 		errText = out.Err.Error()
+	case out.Result != nil && out.Result.IsError:
+		errText = "tool returned isError"
 	}
 	d.activity.Add(activity.Record{
-		Time: start, Server: conn.Name(), Tool: strings.TrimSpace(method + " " + name),
+		Time: start, Server: server, Tool: tool,
 		DurationMS: float64(out.Duration.Microseconds()) / 1000, Status: status, Error: redact.Text(errText),
 		ErrorClass: out.Class.Class, FaultDomain: out.Class.Domain, UpstreamHTTPStatus: out.Class.HTTPStatus, Reason: out.Class.Reason,
-		RequestID: out.RequestID, Client: "cli", ProtocolEra: conn.Era(), Reinit: info.Reinit, Retried: info.Retried,
+		RequestID: out.RequestID, Client: "cli", ProtocolEra: era, Reinit: info.Reinit, Retried: info.Retried,
 	})
-	d.health.Observe(conn.Name(), out.Class)
-	d.metrics.observeCall(conn.Name(), out.Class, out.Duration)
-	return out
+	d.metrics.observeCall(server, out.Class, out.Duration)
+}
+
+// relayAdHoc connects to a server outside the configuration for one
+// request, relays it and records it under the ad-hoc server's name.
+func (d *Daemon) relayAdHoc(ctx context.Context, s config.Server, method, name string, params, meta json.RawMessage) callOutcome {
+	start := time.Now()
+	conn, closeConn, err := d.mgr.Dial(ctx, s)
+	if err != nil {
+		out := callOutcome{RequestID: newRequestID(), Err: &callerr.UnavailableError{Server: s.Name, Err: err}}
+		out.Duration = time.Since(start)
+		ctx, info := upstream.WithCallInfo(ctx)
+		ctx, rec := callerr.WithRecorder(ctx)
+		d.recordRelayed(ctx, s.Name, "", s.EffectiveTransport(), method, name, start, &out, rec, info)
+		return out
+	}
+	defer closeConn()
+	return d.relayRecorded(ctx, conn, method, name, params, meta)
+}
+
+// adHocServer is the server of a one-shot target, named after its host
+// or program ("adhoc-example-com", "adhoc-npx").
+func adHocServer(t api.AdHocTarget) (config.Server, error) {
+	var s config.Server
+	switch {
+	case t.URL != "" && len(t.Command) > 0:
+		return s, errors.New("an ad-hoc target is a URL or a command, not both")
+	case t.URL != "":
+		u, err := url.Parse(t.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return s, errors.New("an ad-hoc URL must be an absolute http:// or https:// URL")
+		}
+		s = config.Server{Name: adHocName(u.Hostname()), URL: t.URL}
+	case len(t.Command) > 0:
+		s = config.Server{Name: adHocName(filepath.Base(t.Command[0])), Command: t.Command[0], Args: t.Command[1:]}
+	default:
+		return s, errors.New("an ad-hoc target needs a URL or a command")
+	}
+	if err := (&config.Config{Servers: []config.Server{s}}).Validate(); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+var notName = regexp.MustCompile(`[^a-z0-9]+`)
+
+func adHocName(from string) string {
+	n := strings.Trim(notName.ReplaceAllString(strings.ToLower(from), "-"), "-")
+	if n == "" {
+		n = "server"
+	}
+	if len(n) > 24 {
+		n = strings.Trim(n[:24], "-")
+	}
+	return "adhoc-" + n
 }

@@ -23,6 +23,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 var wireTypes = map[string]any{
 	"ActivityRecord":      ActivityRecord{},
 	"ActivitySummaryRow":  ActivitySummaryRow{},
+	"AdHocTarget":         AdHocTarget{},
 	"AuthStatus":          AuthStatus{},
 	"CallCancel":          CallCancel{},
 	"CallError":           CallError{},

@@ -39,10 +39,20 @@ type PromptArgument struct {
 // RPCRequest is POST /v1/rpc: one MCP request of any method to Server,
 // through proxyd's connection, classified and recorded like a tool call.
 type RPCRequest struct {
-	Server    string          `json:"server"`
+	Server string `json:"server,omitempty"`
+	// Target, instead of Server, is a server outside the configuration:
+	// proxyd connects for this request only and records it as an ad-hoc
+	// server.
+	Target    *AdHocTarget    `json:"target,omitempty"`
 	Method    string          `json:"method"`
 	Params    json.RawMessage `json:"params,omitempty"`
 	TimeoutMS int64           `json:"timeout_ms,omitempty"`
+}
+
+// AdHocTarget is a one-shot server: a URL, or a stdio command line.
+type AdHocTarget struct {
+	URL     string   `json:"url,omitempty"`
+	Command []string `json:"command,omitempty"`
 }
 
 // RPCResponse carries the upstream's result as it came, or the failure

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
+
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -319,10 +321,11 @@ func (c *Conn) postMessage(hc *http.Client, w wire, sid string, msg []byte) {
 		c.opts.logger().Debug("posting to the upstream", "server", c.name, "err", err)
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		c.opts.logger().Debug("the upstream refused a message", "server", c.name, "status", resp.StatusCode)
+		c.opts.logger().Warn("the upstream refused a message proxyd sent it", "server", c.name, "status", resp.StatusCode,
+			"answer", redact.Text(string(bytes.TrimSpace(b))))
 	}
 }
 
