@@ -3,6 +3,7 @@ package proxyd
 import (
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -21,6 +22,9 @@ func (d *Daemon) status() api.Status {
 		MCPURL:        "http://" + d.listen + "/mcp",
 		ConfigPath:    d.opts.ConfigPath,
 		StateDir:      d.opts.StateDir,
+		StateDB:       d.db.Engine() + ":" + d.db.Path(),
+		Replica:       d.opts.Replica,
+		MetricsListen: d.metricsAddr,
 		Servers:       []api.ServerStatus{},
 	}
 	d.cfgMu.RLock()
@@ -108,15 +112,23 @@ func (d *Daemon) handleConnectInfo(w http.ResponseWriter, r *http.Request) error
 	})
 }
 
+// handleHealth answers for every live replica sharing the state: this
+// one's servers live, the others' as they last published them.
 func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	want := r.URL.Query().Get("server")
+	replicas := api.SplitList(r.URL.Query()["replica"])
 	out := []api.ServerStatus{}
-	for _, c := range d.mgr.List() {
-		if want == "" || c.Name() == want {
-			out = append(out, d.serverStatus(c))
+	known := false
+	for _, st := range d.replicaServers(r.Context()) {
+		if want != "" && st.Name != want {
+			continue
+		}
+		known = true
+		if len(replicas) == 0 || slices.Contains(replicas, st.Replica) {
+			out = append(out, st)
 		}
 	}
-	if want != "" && len(out) == 0 {
+	if want != "" && !known {
 		return d.noServer(want)
 	}
 	return writeJSON(w, out)

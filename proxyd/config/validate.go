@@ -47,6 +47,13 @@ func (c *Config) Validate() error {
 	if c.Activity.MaxRows < 0 {
 		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
 	}
+	if c.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			v.add("metrics_listen", fmt.Sprintf("metrics_listen %q is not host:port", c.MetricsListen), "for example metrics_listen: 127.0.0.1:9464")
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			v.add("metrics_listen", fmt.Sprintf("metrics_listen %q has an invalid port", c.MetricsListen), "for example metrics_listen: 127.0.0.1:9464")
+		}
+	}
 	if c.State.Postgres != "" {
 		if err := checkStateDSN(c.State.Postgres); err != nil {
 			v.add("state.postgres", err.Error(),
