@@ -56,6 +56,7 @@ var commands = []struct {
 	{promptsCommand, catServers},
 	{promptCommand, catServers},
 	{rpcCommand, catServers},
+	{skillsCommand, catServers},
 	{connectInfoCommand, catServers},
 	{stdioCommand, catServers},
 	{probeCommand, catDiagnose},

@@ -2,7 +2,7 @@
 
 function __fish_mcpx_no_subcommand --description 'Test if there has been any subcommand yet'
     for i in (commandline -opc)
-        if contains -- $i up down proxyd status describe reload servers list add remove rm tools call resources read prompts prompt rpc connect-info stdio probe activity list show follow export summary health drill session refresh login logout auth status set-token completion help h
+        if contains -- $i up down proxyd status describe reload servers list add remove rm tools call resources read prompts prompt rpc skills connect-info stdio probe activity list show follow export summary health drill session refresh login logout auth status set-token completion help h
             return 1
         end
     end
@@ -83,6 +83,10 @@ complete -c mcpx -n '__fish_seen_subcommand_from rpc' -f -l help -s h -d 'show h
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'rpc' -d 'send one MCP request of any method to SERVER through proxyd'
 complete -c mcpx -n '__fish_seen_subcommand_from rpc' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
 complete -c mcpx -n '__fish_seen_subcommand_from rpc' -f -l timeout -r -d 'give up after `DURATION`'
+complete -c mcpx -n '__fish_seen_subcommand_from skills' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'skills' -d 'list a server\'s skills, or load one with every file verified (SEP-2640)'
+complete -c mcpx -n '__fish_seen_subcommand_from skills' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from skills' -f -l timeout -r -d 'timeout of each request (default: the server\'s call timeout)'
 complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'connect-info' -d 'print what an MCP client needs to use proxyd'
 complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
