@@ -86,7 +86,7 @@ complete -c mcpx -n '__fish_seen_subcommand_from rpc' -f -l timeout -r -d 'give 
 complete -c mcpx -n '__fish_seen_subcommand_from skills' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'skills' -d 'list a server\'s skills, or load one with every file verified (SEP-2640)'
 complete -c mcpx -n '__fish_seen_subcommand_from skills' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
-complete -c mcpx -n '__fish_seen_subcommand_from skills' -f -l timeout -r -d 'timeout of each request (default: the server\'s call timeout)'
+complete -c mcpx -n '__fish_seen_subcommand_from skills' -f -l timeout -r -d 'give up on each request after `DURATION`'
 complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'connect-info' -d 'print what an MCP client needs to use proxyd'
 complete -c mcpx -n '__fish_seen_subcommand_from connect-info' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
