@@ -148,15 +148,10 @@ func Run(ctx context.Context, opts Options) error {
 	// starts; calls are drained, never cancelled by the signal itself.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	mcpSrv := &http.Server{
-		Handler:           endOnShutdown(d.down.Handler(d.token, ""), streams),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	apiSrv := &http.Server{
-		Handler:           endOnShutdown(d.routes(), streams),
-		ReadHeaderTimeout: 10 * time.Second,
-		ConnContext:       d.connContext,
-	}
+	srvs := d.newServers(cfg.Limits, mcpLn, sockLn,
+		endOnShutdown(d.down.Handler(d.token, ""), streams), endOnShutdown(d.routes(), streams))
+	mcpSrv, apiSrv := srvs.mcp, srvs.api
+	apiSrv.ConnContext = d.connContext
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
@@ -168,8 +163,8 @@ func Run(ctx context.Context, opts Options) error {
 	watchDone := d.watchConfig(runCtx)
 
 	errc := make(chan error, 2)
-	go func() { errc <- serveErr(mcpSrv.Serve(mcpLn)) }()
-	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()
+	go func() { errc <- serveErr(mcpSrv.Serve(srvs.mcpLn)) }()
+	go func() { errc <- serveErr(apiSrv.Serve(srvs.apiLn)) }()
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
 		"config", opts.ConfigPath, "state_dir", opts.StateDir, "servers", len(cfg.Servers))
 	if opts.Ready != nil {

@@ -147,6 +147,7 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
 	CodeMethod      = "method_not_allowed"
+	CodeTooLarge    = "too_large"
 )
 
 // SplitList reads a list filter of the activity API: values may be

@@ -18,6 +18,7 @@ import (
 type Config struct {
 	Listen   string         `yaml:"listen,omitempty" json:"listen,omitempty"` // downstream MCP endpoint, loopback host:port; default DefaultListen
 	Activity ActivityConfig `yaml:"activity,omitempty" json:"activity,omitzero"`
+	Limits   Limits         `yaml:"limits,omitempty" json:"limits,omitzero"`
 	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
 
 	// src locates parsed values for Validate; empty for a Config built in code.

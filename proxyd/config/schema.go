@@ -118,6 +118,7 @@ var (
 	rootFields = map[string]field{
 		"listen":   {kind: kString, example: "listen: " + DefaultListen},
 		"activity": {kind: kObject, example: "activity: {max_age: 720h, max_rows: 1000000}", sub: activityFields},
+		"limits":   {kind: kObject, example: "limits: {max_request_bytes: 4194304}", sub: limitsFields},
 		"servers":  {kind: kServerList, example: "servers: [{name: docs, url: https://example.com/mcp}]"},
 	}
 )

@@ -43,6 +43,7 @@ func (c *Config) Validate() error {
 	if c.Activity.MaxRows < 0 {
 		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
 	}
+	v.limits(c.Limits)
 	firstByName := map[string]int{}
 	for i := range c.Servers {
 		s := &c.Servers[i]
