@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -230,4 +232,118 @@ func TestIdleAndSlowConnectionsDropped(t *testing.T) {
 	if s := strings.TrimSpace(e.mustRun("status").stdout); s == "" {
 		t.Fatal("empty status")
 	}
+}
+
+// mcpPost posts one JSON-RPC body to the endpoint with the token.
+func mcpPost(t *testing.T, ci api.ConnectInfo, sid string, body io.Reader, size int64) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, ci.URL, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = size
+	for k, v := range bearerHeader(ci) {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", ci.URL, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// echoCall is a tools/call of the fixture's echo with a text of n bytes.
+func echoCall(n int) string {
+	return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"fixture__echo","arguments":{"text":"` + strings.Repeat("x", n) + `"}}}`
+}
+
+// One request-size limit holds on every path: the fast path, the MCP
+// library's path (bodies over 1 MB, chunked bodies), the stdio bridge and
+// the control socket. A larger request is answered 413 with a JSON-RPC
+// error and never reaches the upstream.
+func TestRequestSizeLimitOnEveryPath(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraLegacy)
+	e := newEnv(t)
+	e.writeConfig(fixtureConfig(fx.URL(), "legacy") + "limits:\n  max_request_bytes: 3000000\n")
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	ci := e.connectInfo()
+
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
+	resp, _ := mcpPost(t, ci, "", strings.NewReader(init), int64(len(init)))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	cases := []struct {
+		name    string
+		size    int
+		chunked bool
+		want    int
+	}{
+		{"fast path", 1000, false, http.StatusOK},
+		{"library path under the limit", 2_000_000, false, http.StatusOK},
+		{"over the limit", 4_000_000, false, http.StatusRequestEntityTooLarge},
+		{"chunked over the limit", 4_000_000, true, http.StatusRequestEntityTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := fx.Stats().Executions[mcpserver.ToolEcho]
+			body := echoCall(c.size)
+			size := int64(len(body))
+			if c.chunked {
+				size = -1
+			}
+			resp, b := mcpPost(t, ci, sid, strings.NewReader(body), size)
+			if resp.StatusCode != c.want {
+				t.Fatalf("status %d, want %d: %.300s", resp.StatusCode, c.want, b)
+			}
+			after := fx.Stats().Executions[mcpserver.ToolEcho]
+			if c.want == http.StatusOK {
+				if after != before+1 {
+					t.Fatalf("the upstream ran echo %d times, want 1", after-before)
+				}
+				return
+			}
+			if after != before {
+				t.Fatalf("a refused request reached the upstream (%d executions)", after-before)
+			}
+			var msg struct {
+				JSONRPC string `json:"jsonrpc"`
+				Error   struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &msg); err != nil || msg.JSONRPC != "2.0" || msg.Error.Code != -32600 ||
+				!strings.Contains(msg.Error.Message, "max_request_bytes") {
+				t.Fatalf("want a JSON-RPC error naming max_request_bytes, got %v: %.300s", err, b)
+			}
+		})
+	}
+	t.Run("control socket", func(t *testing.T) {
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", e.Socket)
+		}}}
+		for _, path := range []string{"/v1/call", "/v1/mcp"} {
+			body := echoCall(4_000_000)
+			resp, err := hc.Post("http://proxyd.sock"+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "max_request_bytes") {
+				t.Fatalf("%s: status %d, want 413 naming the limit: %.300s", path, resp.StatusCode, b)
+			}
+		}
+	})
 }
