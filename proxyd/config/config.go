@@ -49,6 +49,9 @@ type Server struct {
 	// MaxResponseBytes bounds one HTTP response body from the server;
 	// default DefaultMaxResponseBytes.
 	MaxResponseBytes int `yaml:"max_response_bytes,omitempty" json:"max_response_bytes,omitempty"`
+	// StreamIdleTimeout closes a standing event stream silent this long;
+	// default DefaultStreamIdleTimeout.
+	StreamIdleTimeout Duration `yaml:"stream_idle_timeout,omitempty" json:"stream_idle_timeout,omitempty"`
 }
 
 // TLS adjusts certificate verification for a remote server.

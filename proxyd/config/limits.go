@@ -30,7 +30,16 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
+	// DefaultStreamIdleTimeout: a standing event stream with no complete
+	// line for this long is closed (and opened again).
+	DefaultStreamIdleTimeout = 5 * time.Minute
 )
+
+// StreamIdle is how long a standing event stream from this server may stay
+// without a complete line.
+func (s *Server) StreamIdle() time.Duration {
+	return orDuration(s.StreamIdleTimeout, DefaultStreamIdleTimeout)
+}
 
 // RequestBytes is the request body limit.
 func (l Limits) RequestBytes() int64 { return int64(orInt(l.MaxRequestBytes, DefaultMaxRequestBytes)) }

@@ -233,6 +233,9 @@ func (v *validator) server(s *Server, i int) {
 	if s.Timeout < 0 {
 		v.add("timeout", fmt.Sprintf("%stimeout must not be negative", prefix(where)), "use a positive duration such as 60s")
 	}
+	if s.StreamIdleTimeout < 0 {
+		v.add("stream_idle_timeout", fmt.Sprintf("%sstream_idle_timeout must not be negative", prefix(where)), "use a positive duration such as 5m")
+	}
 
 	// Keys that only make sense for the other kind of server are mistakes,
 	// not settings to ignore silently.

@@ -108,6 +108,7 @@ type Conn struct {
 	// era, so later connections pin it and keep a GET listener open for
 	// list_changed (mcp-go's listener rules out the modern probe).
 	legacySeen atomic.Bool
+	breaches   breaches // limits broken in a row, pacing reconnects
 }
 
 func newConn(parent context.Context, s config.Server, opts *Options) *Conn {
@@ -164,6 +165,7 @@ func (c *Conn) run() {
 			c.nextRetry = time.Time{}
 			c.mu.Unlock()
 			c.opts.changed(c.name)
+			readyAt := time.Now()
 			select {
 			case <-c.ctx.Done():
 				c.closeClient()
@@ -171,6 +173,9 @@ func (c *Conn) run() {
 			case err := <-c.broken:
 				c.opts.logger().Warn("upstream connection lost", "server", c.name, "err", err)
 				c.closeClient()
+				if !c.backOffAfterBreach(err, time.Since(readyAt)) {
+					return
+				}
 				c.setState(api.StateConnecting, err.Error())
 				c.opts.changed(c.name)
 				continue
@@ -276,13 +281,13 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 			transport.WithCommandStderrWriter(stderr),
 		), nil
 	case config.TransportSSE:
-		hc, err := newHTTPClient(s, c.opts.wrappers())
+		hc, err := newHTTPClient(s, c.opts.wrappers(), c.streamBounds())
 		if err != nil {
 			return nil, err
 		}
 		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(s.Headers))
 	default:
-		hc, err := newHTTPClient(s, c.wrappers())
+		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds())
 		if err != nil {
 			return nil, err
 		}
@@ -581,7 +586,7 @@ func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) 
 		sr.Tool = name
 	}
 	if err != nil {
-		return nil, err
+		return nil, limitCause(ctx, err)
 	}
 	// One cheap pass: the result must be an object, and isError decides
 	// the classification.
