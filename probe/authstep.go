@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // authFacts is the data of the auth step.
@@ -21,12 +21,34 @@ type authFacts struct {
 	Issuer                string              `json:"issuer,omitempty"`
 	Endpoints             map[string]string   `json:"endpoints,omitempty"`
 	Overridden            []string            `json:"overridden,omitempty"`
-	Attempts              []discovery.Attempt `json:"attempts"`
+	Attempts              []attemptFacts      `json:"attempts"`
 	Lint                  []discovery.Finding `json:"lint,omitempty"`
 	Warnings              []string            `json:"warnings,omitempty"`
 	Scopes                []string            `json:"scopes,omitempty"`
-	Cached                bool                `json:"cached,omitempty"`
 	BrokenStep            string              `json:"broken_step,omitempty"`
+}
+
+// attemptFacts is one discovery fetch with its place on the probe's time
+// axis (absent when the discovery came from the cache).
+type attemptFacts struct {
+	discovery.Attempt
+	StartMS    float64 `json:"start_ms,omitempty"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
+}
+
+// timedAttempts places the fetches of a discovery on the time axis.
+func (r *runner) timedAttempts(atts []discovery.Attempt, cached bool) []attemptFacts {
+	out := make([]attemptFacts, 0, len(atts))
+	for _, a := range atts {
+		f := attemptFacts{Attempt: a}
+		// A fetch from before this probe came from the discovery cache.
+		if !cached && !a.Start.Before(r.t0) && !a.End.IsZero() {
+			f.StartMS = r.offset(a.Start)
+			f.DurationMS = ms(a.End.Sub(a.Start))
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 type challengeFacts struct {
@@ -38,12 +60,10 @@ type challengeFacts struct {
 	ParseError       string `json:"parse_error,omitempty"`
 }
 
+// discoverer is private to the probe and caches nothing: discovery runs on
+// the probe's own transport (its CA file applies to metadata fetches too)
+// and fresh, wherever the probe runs.
 func (r *runner) discoverer() *discovery.Discoverer {
-	if r.opts.Discoverer != nil {
-		return r.opts.Discoverer
-	}
-	// A private discoverer on the probe's own transport, so that the CA
-	// file applies to metadata fetches too.
 	base := r.client.Transport.(*recorder).base
 	return discovery.New(discovery.NewHTTPClient(base, r.opts.Timeout), discovery.WithTTL(0, 0))
 }
@@ -73,11 +93,11 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	res, err := r.discoverer().Discover(sctx, sanitizeURL(r.target), ch, r.opts.OAuth, nil)
+	res, err := r.discoverer().DiscoverServer(sctx, sanitizeURL(r.target), ch, r.opts.OAuth, nil)
 	if err != nil {
 		var de *discovery.Error
 		if errors.As(err, &de) {
-			facts.Attempts = de.Attempts
+			facts.Attempts = r.timedAttempts(de.Attempts, false)
 			facts.BrokenStep = de.Step
 		}
 		out := discoveryFailure(de, err, e401.Status)
@@ -109,10 +129,9 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	facts.AuthorizationServer = res.AuthServerURL
 	facts.AuthServerMetadataURL = res.AuthServerMetadataURL
 	facts.Overridden = res.Overridden
-	facts.Attempts = res.Attempts
+	facts.Attempts = r.timedAttempts(res.Attempts, res.Cached)
 	facts.Warnings = res.Warnings
 	facts.Scopes = res.Scopes
-	facts.Cached = res.Cached
 	if md := res.Metadata; md != nil {
 		facts.Issuer = md.Issuer
 		facts.Endpoints = map[string]string{}
@@ -171,9 +190,6 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	detail := challengeSummary(facts.Challenge) + "resource metadata ok; authorization server " + orNone(issuer)
 	if res.ResourceMetadataURL == "" {
 		detail = challengeSummary(facts.Challenge) + "no resource metadata; authorization server " + orNone(issuer)
-	}
-	if res.Cached {
-		detail += ", from proxyd's discovery cache"
 	}
 	if len(res.Overridden) > 0 {
 		detail += "; overridden by config: " + strings.Join(res.Overridden, ", ")
@@ -252,7 +268,7 @@ func challengeSummary(c *challengeFacts) string {
 	return s + "; "
 }
 
-func attemptsSummary(atts []discovery.Attempt) string {
+func attemptsSummary(atts []attemptFacts) string {
 	parts := make([]string, 0, len(atts))
 	for _, a := range atts {
 		p := a.URL + " → "

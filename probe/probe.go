@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // Step ids, in report order.
@@ -67,8 +69,7 @@ type Options struct {
 	Timeout     time.Duration     // per step (default 10s)
 	Overall     time.Duration     // whole probe (default 3x Timeout)
 	OAuth       discovery.Overrides
-	BearerToken string                // stored access token; never printed
-	Discoverer  *discovery.Discoverer // optional shared discovery cache
+	BearerToken string // stored access token; never printed
 	// ServerName is the configured name of the target, if any; hints use
 	// it to name the next command.
 	ServerName string
@@ -81,111 +82,12 @@ type Options struct {
 	AllowMissingPKCE bool
 }
 
-// Report is the outcome of a probe.
-type Report struct {
-	Target string `json:"target"`
-	Mode   string `json:"mode"` // "proxyd" or "in-process"
-	Steps  []Step `json:"steps"`
-	Result Result `json:"result"`
-}
-
-// Step is one check of the probe.
-type Step struct {
-	ID         string  `json:"id"`     // dns tcp tls http mcp auth
-	Status     string  `json:"status"` // ok warn fail skip
-	DurationMS float64 `json:"duration_ms"`
-	Detail     string  `json:"detail"`
-	Data       any     `json:"data,omitempty"`
-}
-
-// Result is the verdict of a probe.
-type Result struct {
-	Code       string `json:"code"`
-	Message    string `json:"message"`
-	Hint       string `json:"hint"`
-	Reason     string `json:"reason,omitempty"`
-	HTTPStatus int    `json:"http_status,omitempty"`
-}
-
-// Request is the JSON body of proxyd's POST /v1/probe. Server, when set,
-// names a configured server whose settings (and stored token) the daemon
-// applies before the explicit fields here.
-type Request struct {
-	Target    string            `json:"target"`
-	Server    string            `json:"server,omitempty"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	CAFile    string            `json:"ca_file,omitempty"`
-	Transport string            `json:"transport,omitempty"`
-	Protocol  string            `json:"protocol,omitempty"`
-	TimeoutMS int64             `json:"timeout_ms,omitempty"`
-	OverallMS int64             `json:"overall_ms,omitempty"`
-	OAuth     *RequestOverrides `json:"oauth,omitempty"`
-	// OAuthClientID and AllowMissingPKCE carry the matching config keys.
-	OAuthClientID    string `json:"oauth_client_id,omitempty"`
-	AllowMissingPKCE bool   `json:"allow_missing_pkce,omitempty"`
-}
-
-// RequestOverrides carries discovery.Overrides over JSON.
-type RequestOverrides struct {
-	AuthorizationEndpoint string `json:"authorization_endpoint,omitempty"`
-	TokenEndpoint         string `json:"token_endpoint,omitempty"`
-	RegistrationEndpoint  string `json:"registration_endpoint,omitempty"`
-	AuthServerMetadataURL string `json:"auth_server_metadata_url,omitempty"`
-}
-
-// Options converts the request; the daemon adds the bearer token and its
-// Discoverer.
-func (r Request) Options() Options {
-	o := Options{
-		Target:     r.Target,
-		Headers:    r.Headers,
-		CAFile:     r.CAFile,
-		Transport:  r.Transport,
-		Protocol:   r.Protocol,
-		Timeout:    time.Duration(r.TimeoutMS) * time.Millisecond,
-		Overall:    time.Duration(r.OverallMS) * time.Millisecond,
-		ServerName: r.Server,
-
-		OAuthClientID:    r.OAuthClientID,
-		AllowMissingPKCE: r.AllowMissingPKCE,
-	}
-	if r.OAuth != nil {
-		o.OAuth = discovery.Overrides{
-			AuthorizationEndpoint: r.OAuth.AuthorizationEndpoint,
-			TokenEndpoint:         r.OAuth.TokenEndpoint,
-			RegistrationEndpoint:  r.OAuth.RegistrationEndpoint,
-			AuthServerMetadataURL: r.OAuth.AuthServerMetadataURL,
-		}
-	}
-	return o
-}
-
-// NewRequest is the inverse of Request.Options for the fields that travel
-// over the socket (never the bearer token).
-func NewRequest(o Options) Request {
-	r := Request{
-		Target:    o.Target,
-		Server:    o.ServerName,
-		Headers:   o.Headers,
-		CAFile:    o.CAFile,
-		Transport: o.Transport,
-		Protocol:  o.Protocol,
-		TimeoutMS: o.Timeout.Milliseconds(),
-		OverallMS: o.Overall.Milliseconds(),
-
-		OAuthClientID:    o.OAuthClientID,
-		AllowMissingPKCE: o.AllowMissingPKCE,
-	}
-	if o.OAuth != (discovery.Overrides{}) {
-		r.OAuth = &RequestOverrides{
-			AuthorizationEndpoint: o.OAuth.AuthorizationEndpoint,
-			TokenEndpoint:         o.OAuth.TokenEndpoint,
-			RegistrationEndpoint:  o.OAuth.RegistrationEndpoint,
-			AuthServerMetadataURL: o.OAuth.AuthServerMetadataURL,
-		}
-	}
-	return r
-}
+// Report is the outcome of a probe; its wire shape is api.ProbeReport.
+type (
+	Report = api.ProbeReport
+	Step   = api.ProbeStep
+	Result = api.ProbeResult
+)
 
 // runner holds the state of one probe.
 type runner struct {
@@ -206,6 +108,8 @@ type runner struct {
 
 	client *http.Client
 	rec    *recorder
+	// t0 is the start of the probe, the origin of every StartMS.
+	t0 time.Time
 }
 
 // Run probes opts.Target. It never returns nil and never fails: every
@@ -227,7 +131,7 @@ func Run(ctx context.Context, opts Options) *Report {
 	ctx, cancel := context.WithTimeout(ctx, opts.Overall)
 	defer cancel()
 
-	r := &runner{opts: opts}
+	r := &runner{opts: opts, t0: time.Now()}
 	u, err := parseTarget(opts.Target)
 	r.target = u
 	r.red = newRedactor(opts, u)
@@ -289,11 +193,25 @@ func (r *runner) run(ctx context.Context) {
 
 // add appends a step, timing it from start.
 func (r *runner) add(id, status string, start time.Time, detail string, data any) {
-	var ms float64
+	s := Step{ID: id, Status: status, Detail: detail, Data: data}
 	if !start.IsZero() {
-		ms = float64(time.Since(start).Microseconds()) / 1000
+		s.DurationMS = ms(time.Since(start))
+		s.StartMS = r.offset(start)
 	}
-	r.steps = append(r.steps, Step{ID: id, Status: status, DurationMS: ms, Detail: detail, Data: data})
+	r.steps = append(r.steps, s)
+}
+
+// offset is t on the probe's time axis, in milliseconds.
+func (r *runner) offset(t time.Time) float64 { return max(0, ms(t.Sub(r.t0))) }
+
+// place moves step id's start to t, keeping its duration (a step timed
+// from data gathered before it was judged).
+func (r *runner) place(id string, t time.Time) {
+	for i := range r.steps {
+		if r.steps[i].ID == id && r.steps[i].Status != StatusSkip {
+			r.steps[i].StartMS = r.offset(t)
+		}
+	}
 }
 
 // setResult records the verdict; the first hard failure wins.
@@ -314,11 +232,7 @@ var stepOrder = []string{StepDNS, StepTCP, StepTLS, StepHTTP, StepMCP, StepAuth}
 // report fills skipped steps, orders them and redacts everything.
 func (r *runner) report() *Report {
 	rep := &Report{Mode: ModeInProcess}
-	if r.target != nil {
-		rep.Target = redactParsedURL(r.target)
-	} else {
-		rep.Target = RedactURL(r.opts.Target)
-	}
+	rep.Target = redact.URL(r.opts.Target)
 	byID := map[string]Step{}
 	for _, s := range r.steps {
 		byID[s.ID] = s

@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
 // proactiveInterval is how often the refresher looks for tokens about to
@@ -35,7 +35,7 @@ type auth struct {
 func (d *Daemon) initAuth() {
 	counter := oauth.NewRefreshCounter()
 	d.metrics.reg.MustRegister(counter)
-	st := oauth.NewStore(d.db.DB)
+	st := oauth.NewStore(d.db)
 	d.auth = &auth{
 		store:    st,
 		hc:       discovery.NewHTTPClient(nil, 30*time.Second),
@@ -51,18 +51,6 @@ func (d *Daemon) initAuth() {
 // serverKey keys a server's grant by name and URL: a server renamed or
 // pointed elsewhere needs a new sign-in.
 func serverKey(s config.Server) string { return oauth.ServerKey(s.Name, s.URL) }
-
-func overrides(s config.Server) discovery.Overrides {
-	if s.OAuth == nil {
-		return discovery.Overrides{}
-	}
-	return discovery.Overrides{
-		AuthorizationEndpoint: s.OAuth.AuthorizationEndpoint,
-		TokenEndpoint:         s.OAuth.TokenEndpoint,
-		RegistrationEndpoint:  s.OAuth.RegistrationEndpoint,
-		AuthServerMetadataURL: s.OAuth.AuthServerMetadataURL,
-	}
-}
 
 func configuredClient(s config.Server) *oauth.Client {
 	if s.OAuth == nil || s.OAuth.ClientID == "" {
@@ -144,16 +132,7 @@ func (d *Daemon) discover(ctx context.Context, s config.Server) (*discovery.Resu
 	if s.OAuth != nil {
 		scopes = s.OAuth.Scopes
 	}
-	ch := d.challenge(ctx, s)
-	ov := overrides(s)
-	res, err := d.discoverer.Discover(ctx, s.URL, ch, ov, scopes)
-	// A server written to the 2025-03-26 spec serves no RFC 9728 metadata
-	// and names none; with no overrides configured, use that spec's
-	// discovery rather than fail.
-	if err != nil && ov == (discovery.Overrides{}) && (ch == nil || ch.ResourceMetadata == "") && discovery.LegacyApplies(err) {
-		return d.discoverer.DiscoverLegacy(ctx, s.URL, ch, scopes)
-	}
-	return res, err
+	return d.discoverer.DiscoverServer(ctx, s.URL, d.challenge(ctx, s), s.OAuth.Overrides(), scopes)
 }
 
 // challenge asks the server for its Bearer challenge with an

@@ -21,13 +21,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -115,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
 	}
-	if d.db, err = store.Open(filepath.Join(opts.StateDir, DBFile)); err != nil {
+	if d.db, err = openState(ctx, cfg, opts.StateDir); err != nil {
 		return err
 	}
 	defer d.db.Close()
@@ -282,6 +283,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 	d.logWarnings(cfg)
 	d.registerGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
+	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {
 		d.health.Drop(n)
 	}
@@ -338,7 +340,7 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			w.log.Debug("upstream stderr", "server", w.server, "line", callerr.StripControl(callerr.Redact(line)))
+			w.log.Debug("upstream stderr", "server", w.server, "line", redact.Text(line))
 		}
 	}
 	return len(p), nil

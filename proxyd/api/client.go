@@ -243,3 +243,9 @@ func (c *Client) ConnectInfo(ctx context.Context) (*ConnectInfo, error) {
 	var r ConnectInfo
 	return &r, c.Do(ctx, http.MethodGet, "/v1/connect-info", nil, &r)
 }
+
+// Probe is POST /v1/probe.
+func (c *Client) Probe(ctx context.Context, req ProbeRequest) (*ProbeReport, error) {
+	var r ProbeReport
+	return &r, c.Do(ctx, http.MethodPost, "/v1/probe", req, &r)
+}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // loginRig is a protected MCP-like resource with RFC 9728 metadata

@@ -14,7 +14,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // The full chain with a real MCP client: the fixture MCP server accepts

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpx-dev/mcpx/fixtures/oidcprovider"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // oidcProvider runs node-oidc-provider (from MCPX_PEERS_DIR, see
