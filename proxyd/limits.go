@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -34,6 +35,16 @@ func (d *Daemon) newServers(lim config.Limits, mcpLn, sockLn net.Listener, mcpHa
 	}
 	s.mcp = inbound.Server(body(mcpHandler), lim.HeaderTimeout(), lim.KeepAliveTimeout(), s.mcpLn)
 	s.api = inbound.Server(body(apiHandler), lim.HeaderTimeout(), lim.KeepAliveTimeout(), s.apiLn)
+	gauge := func(name, help string, labels prometheus.Labels, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
+	}
+	const conns, sessions = "Open connections by listener.", "Live downstream sessions, as proxyd and the MCP library count them."
+	d.metrics.reg.MustRegister(
+		gauge("mcpx_open_connections", conns, prometheus.Labels{"listener": "mcp"}, func() float64 { return float64(s.mcpLn.Open()) }),
+		gauge("mcpx_open_connections", conns, prometheus.Labels{"listener": "socket"}, func() float64 { return float64(s.apiLn.Open()) }),
+		gauge("mcpx_downstream_sessions", sessions, prometheus.Labels{"holder": "proxyd"}, func() float64 { l, _ := d.down.Sessions(); return float64(l) }),
+		gauge("mcpx_downstream_sessions", sessions, prometheus.Labels{"holder": "library"}, func() float64 { _, l := d.down.Sessions(); return float64(l) }),
+	)
 	return s
 }
 

@@ -138,6 +138,7 @@ func Run(ctx context.Context, opts Options) error {
 		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
 	d.down = downstream.New(d, opts.Version, d.log)
+	d.down.SetSessionLimits(cfg.Limits.MaxSessions, time.Duration(cfg.Limits.SessionIdleTimeout))
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)

@@ -21,6 +21,11 @@ type Limits struct {
 	ReadTimeout Duration `yaml:"read_timeout,omitempty" json:"read_timeout,omitempty"`
 	// IdleTimeout closes a keep-alive connection with no request.
 	IdleTimeout Duration `yaml:"idle_timeout,omitempty" json:"idle_timeout,omitempty"`
+	// MaxSessions caps live downstream sessions (legacy era); the least
+	// recently used ends first.
+	MaxSessions int `yaml:"max_sessions,omitempty" json:"max_sessions,omitempty"`
+	// SessionIdleTimeout ends a downstream session unused this long.
+	SessionIdleTimeout Duration `yaml:"session_idle_timeout,omitempty" json:"session_idle_timeout,omitempty"`
 }
 
 // Defaults of Limits.
@@ -75,11 +80,13 @@ func orDuration(v Duration, def time.Duration) time.Duration {
 }
 
 var limitsFields = map[string]field{
-	"max_request_bytes":   {kind: kInt, example: fmt.Sprintf("max_request_bytes: %d", DefaultMaxRequestBytes)},
-	"max_connections":     {kind: kInt, example: fmt.Sprintf("max_connections: %d", DefaultMaxConnections)},
-	"read_header_timeout": {kind: kDuration, example: "read_header_timeout: 10s"},
-	"read_timeout":        {kind: kDuration, example: "read_timeout: 30s"},
-	"idle_timeout":        {kind: kDuration, example: "idle_timeout: 60s"},
+	"max_request_bytes":    {kind: kInt, example: fmt.Sprintf("max_request_bytes: %d", DefaultMaxRequestBytes)},
+	"max_connections":      {kind: kInt, example: fmt.Sprintf("max_connections: %d", DefaultMaxConnections)},
+	"read_header_timeout":  {kind: kDuration, example: "read_header_timeout: 10s"},
+	"read_timeout":         {kind: kDuration, example: "read_timeout: 30s"},
+	"idle_timeout":         {kind: kDuration, example: "idle_timeout: 60s"},
+	"max_sessions":         {kind: kInt, example: "max_sessions: 1024"},
+	"session_idle_timeout": {kind: kDuration, example: "session_idle_timeout: 1h"},
 }
 
 func (v *validator) limits(l Limits) {
@@ -92,6 +99,8 @@ func (v *validator) limits(l Limits) {
 		{"read_header_timeout", l.ReadHeaderTimeout < 0},
 		{"read_timeout", l.ReadTimeout < 0},
 		{"idle_timeout", l.IdleTimeout < 0},
+		{"max_sessions", l.MaxSessions < 0},
+		{"session_idle_timeout", l.SessionIdleTimeout < 0},
 	} {
 		if c.bad {
 			v.add("limits."+c.key, "limits "+c.key+" must not be negative", "leave it out for the default, or see "+limitsFields[c.key].example)

@@ -99,8 +99,8 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 	}
 	// A call to a tool no upstream offers is refused by the library before
 	// any handler runs; it still belongs in the activity log.
+	hooks := s.sessions.counted(&server.Hooks{})
 	if rr, ok := backend.(UnknownToolRecorder); ok {
-		hooks := &server.Hooks{}
 		hooks.AddOnError(func(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
 			if method != mcp.MethodToolsCall || !errors.Is(err, server.ErrToolNotFound) {
 				return
@@ -109,8 +109,8 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 				rr.RecordUnknownTool(ctx, req.Params.Name, CallMeta{Client: clientOf(ctx)})
 			}
 		})
-		opts = append(opts, server.WithHooks(hooks))
 	}
+	opts = append(opts, server.WithHooks(hooks))
 	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList,
 		mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead, mcp.MethodServerDiscover} {
 		opts = append(opts, server.WithMethodCacheHints(m, CacheTTLMillis, mcp.CacheScopePrivate))
@@ -283,6 +283,7 @@ func (s *Server) Handler(token string, client string) http.Handler {
 		}))
 	}
 	h := server.NewStreamableHTTPServer(s.mcp, opts...)
+	s.sessions.releaseIn(h)
 	return s.guard(h, token, client)
 }
 
@@ -307,6 +308,9 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 		}
 		if s.fastCall(w, r, client) {
 			return
+		}
+		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && sid != "" {
+			defer s.sessions.listen(sid)()
 		}
 		next.ServeHTTP(w, r)
 	})
