@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -133,6 +134,9 @@ func decode(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return badRequest("invalid request body: %v", err)
 	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("invalid request body: data after the JSON value; send exactly one JSON object")
+	}
 	return nil
 }
 
@@ -221,10 +225,14 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	req.Server, req.Tool = d.resolveTool(req.Server, req.Tool)
+	timeout, err := requestTimeout(req.TimeoutMS)
+	if err != nil {
+		return err
+	}
 	ctx := r.Context()
-	if req.TimeoutMS > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	} else if c, ok := d.mgr.Get(req.Server); ok {
 		var cancel context.CancelFunc

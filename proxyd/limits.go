@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,4 +60,17 @@ func requestTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 		return
 	}
 	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeTooLarge, Message: msg}})
+}
+
+// maxRequestTimeout bounds a timeout_ms a request may ask for; more is a
+// mistake (or an overflow), not a wish to wait.
+const maxRequestTimeout = 24 * time.Hour
+
+// requestTimeout reads a request's timeout_ms: 0 is "the default", a
+// negative or overlong one is refused.
+func requestTimeout(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > maxRequestTimeout.Milliseconds() {
+		return 0, badRequest("timeout_ms must be between 0 (the default) and %d (24h), not %d", maxRequestTimeout.Milliseconds(), ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

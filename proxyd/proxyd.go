@@ -112,6 +112,11 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer sockLn.Close()
+	release, err := lockStateDir(opts.StateDir, opts.Socket)
+	if err != nil {
+		return err
+	}
+	defer release()
 
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
