@@ -5,7 +5,6 @@ package downstream
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -288,7 +287,6 @@ func (s *Server) Handler(token string, client string) http.Handler {
 }
 
 func (s *Server) guard(next http.Handler, token, client string) http.Handler {
-	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
 			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
@@ -298,13 +296,19 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 			http.Error(w, "forbidden: cross-origin request refused", http.StatusForbidden)
 			return
 		}
+		if r.URL.Path != endpointPath {
+			http.Error(w, "not found: the MCP endpoint is "+endpointPath, http.StatusNotFound)
+			return
+		}
 		if token != "" {
-			got := []byte(r.Header.Get("Authorization"))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
+			if !bearerOK(r.Header.Get("Authorization"), token) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcpx", error="invalid_token", error_description="use the token from 'mcpx connect-info'"`)
 				http.Error(w, "unauthorized: proxyd needs its bearer token; run 'mcpx connect-info'", http.StatusUnauthorized)
 				return
 			}
+		}
+		if refuseBatch(w, r) {
+			return
 		}
 		if s.fastCall(w, r, client) {
 			return
