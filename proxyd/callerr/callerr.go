@@ -372,11 +372,16 @@ func network(reason string) Classification {
 	return Classification{Class: ClassNetwork, Domain: DomainUpstream, Reason: reason}
 }
 
+// ErrWrongID is a reply whose JSON-RPC id is not the request's: whatever it
+// answers, it is not this call's result.
+var ErrWrongID = errors.New("the upstream replied with another request's JSON-RPC id")
+
 // jsonRPCSentinels are the errors the MCP library makes from standard
-// JSON-RPC error codes; they only ever come from an upstream response.
+// JSON-RPC error codes, and proxyd's own for replies that break JSON-RPC;
+// they only ever come from an upstream response.
 var jsonRPCSentinels = []error{
 	mcp.ErrParseError, mcp.ErrInvalidRequest, mcp.ErrMethodNotFound, mcp.ErrInvalidParams,
-	mcp.ErrInternalError, mcp.ErrRequestInterrupted, mcp.ErrResourceNotFound,
+	mcp.ErrInternalError, mcp.ErrRequestInterrupted, mcp.ErrResourceNotFound, ErrWrongID,
 }
 
 func jsonRPCSentinel(in Input) (Classification, bool) {

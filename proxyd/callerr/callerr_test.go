@@ -47,6 +47,8 @@ func TestClassify(t *testing.T) {
 			class: ClassCancelled, domain: DomainClient},
 		{name: "policy refusal", in: Input{Err: fmt.Errorf("call: %w", &PolicyError{Reason: "rate limit"})},
 			class: ClassProxyPolicy, domain: DomainProxy, reasonHint: "rate limit"},
+		{name: "reply with another id", in: Input{Err: fmt.Errorf("%w (sent id 1, got 2)", ErrWrongID), Facts: withStatus(200, "application/json")},
+			class: ClassJSONRPC, domain: DomainUpstream, reasonHint: "id"},
 		{name: "limit broken, recorded at the transport", in: Input{Err: errors.New("unexpected nil response"),
 			Facts: Facts{Dispatched: true, HTTPStatus: 200, Limit: &LimitError{Limit: "max_response_bytes", Reason: "an event-stream line longer than max_response_bytes"}}},
 			class: ClassProxyPolicy, domain: DomainUpstream, reasonHint: "max_response_bytes"},

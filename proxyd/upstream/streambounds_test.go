@@ -160,3 +160,31 @@ func TestSilentStandingStreamReopened(t *testing.T) {
 		t.Fatalf("state %s (%s), want ready", st.State, st.LastError)
 	}
 }
+
+// A reply carrying another request's id is not taken as the answer: the
+// call fails as a JSON-RPC error of the upstream.
+func TestReplyWithWrongIDRefused(t *testing.T) {
+	for _, era := range []mcpserver.Era{mcpserver.EraLegacy, mcpserver.EraModern} {
+		t.Run(string(era), func(t *testing.T) {
+			fx := startFixture(t, era)
+			m := newManager(t, config.Server{Name: "fx", URL: fx.URL()})
+			c, _ := m.Get("fx")
+			waitState(t, c, api.StateReady)
+			if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultWrongID, Tool: mcpserver.ToolEcho, Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, rec := callerr.WithRecorder(context.Background())
+			res, err := c.CallTool(ctx, mcpserver.ToolEcho, []byte(`{"text":"hi"}`))
+			if err == nil {
+				t.Fatalf("a reply with another id was taken as the result: %s", res.Raw)
+			}
+			cl := callerr.Classify(callerr.Input{Err: err, Facts: rec.Facts()})
+			if cl.Class != callerr.ClassJSONRPC || cl.Domain != callerr.DomainUpstream || !strings.Contains(err.Error(), "id") {
+				t.Fatalf("classified %+v (err %v), want jsonrpc/upstream naming the id", cl, err)
+			}
+			if _, err := c.CallTool(context.Background(), mcpserver.ToolEcho, []byte(`{"text":"hi"}`)); err != nil {
+				t.Fatalf("the next call: %v", err)
+			}
+		})
+	}
+}
