@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // The endpoint's edges: the Bearer scheme in any case (RFC 7235), no
@@ -62,5 +64,25 @@ func TestEndpointEdges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A literal upstream name equal to the hashed exposed name of another tool
+// does not take it silently: one is left out, and the omission says why.
+func TestLiteralNameCollidingWithHashedName(t *testing.T) {
+	hashed := ExposedName("docs", "docs__", "a b") // "docs__a_b-xxxxxx"
+	literal := strings.TrimPrefix(hashed, "docs__")
+	for _, order := range [][]string{{"a b", literal}, {literal, "a b"}} {
+		u := Upstream{Name: "docs", Prefix: "docs__"}
+		for _, n := range order {
+			u.Tools = append(u.Tools, mcp.NewTool(n))
+		}
+		n := Name([]Upstream{u})
+		if len(n.Tools) != 1 || len(n.Omitted) != 1 {
+			t.Fatalf("order %q: %d exposed, %d omitted; want 1 and 1", order, len(n.Tools), len(n.Omitted))
+		}
+		if msg := n.OmittedBy("docs"); len(msg) != 1 || !strings.Contains(msg[0], hashed) {
+			t.Fatalf("order %q: omission %q does not name %s", order, msg, hashed)
+		}
 	}
 }
