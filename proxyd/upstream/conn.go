@@ -287,15 +287,14 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.useHTTP(hc)
 		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(s.Headers))
 	default:
 		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds())
 		if err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		c.hc = hc
-		c.mu.Unlock()
+		c.useHTTP(hc)
 		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPHeaders(s.Headers),
@@ -715,6 +714,7 @@ func (c *Conn) close(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	c.closeClient()
+	c.closeHTTP()
 }
 
 // retryAfter carries a 429/503 Retry-After seen while connecting.

@@ -43,7 +43,7 @@ func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds) (*
 	for i := len(wrappers) - 1; i >= 0; i-- {
 		rt = wrappers[i](s.Name, rt)
 	}
-	return &http.Client{Transport: rt, CheckRedirect: httppolicy.Redirect{}.Check}, nil
+	return &http.Client{Transport: idleCloser{RoundTripper: rt, base: base}, CheckRedirect: httppolicy.Redirect{}.Check}, nil
 }
 
 // certPool is the system pool plus the configured CA file.

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,4 +191,55 @@ func TestReplyWithWrongIDRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A server removed from the config, or connected again, leaves no HTTP
+// connection behind: reload cycles do not pile up descriptors.
+func TestRemovedServerClosesItsConnections(t *testing.T) {
+	fx := mcpserver.New(mcpserver.Options{Era: mcpserver.EraLegacy})
+	t.Cleanup(func() { fx.Close() })
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	srv := httptest.NewUnstartedServer(fx.Handler())
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	openConns := func() int { mu.Lock(); defer mu.Unlock(); return len(open) }
+
+	m := NewManager(Options{Version: "test"})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Close(ctx)
+	})
+	cfg := config.Server{Name: "fx", URL: srv.URL + "/mcp", Protocol: config.ProtocolLegacy}
+	for i := range 5 {
+		cfg.Timeout = config.Duration(time.Duration(i+1) * time.Minute) // a change: connect anew
+		m.Apply([]config.Server{cfg})
+		c, _ := m.Get("fx")
+		waitState(t, c, api.StateReady)
+		if _, err := c.CallTool(context.Background(), mcpserver.ToolEcho, []byte(`{"text":"hi"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The current connection holds a few (its calls, its GET stream); five
+	// generations' worth would show a leak.
+	waitfor.Cond(t, 10*time.Second, "connections of replaced generations to close", func() (bool, string) {
+		n := openConns()
+		return n <= 3, fmt.Sprintf("%d open", n)
+	})
+	m.Apply(nil)
+	waitfor.Cond(t, 10*time.Second, "every connection of the removed server to close", func() (bool, string) {
+		n := openConns()
+		return n == 0, fmt.Sprintf("%d open", n)
+	})
 }
