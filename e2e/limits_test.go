@@ -347,3 +347,44 @@ func TestRequestSizeLimitOnEveryPath(t *testing.T) {
 		}
 	})
 }
+
+// With activity.durability: sync, every call a client saw finish is in the
+// activity log after a SIGKILL and a restart.
+func TestSyncDurabilityKeepsEveryRecordAcrossSIGKILL(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraLegacy)
+	e := newEnv(t)
+	e.writeConfig(fixtureConfig(fx.URL(), "legacy") + "activity:\n  durability: sync\n")
+	p := e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	ci := e.connectInfo()
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
+	resp, _ := mcpPost(t, ci, "", strings.NewReader(init), int64(len(init)))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	const calls = 40
+	done := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			body := strings.Replace(echoCall(10), `"id":7`, fmt.Sprintf(`"id":%d`, 100+i), 1)
+			resp, b := mcpPost(t, ci, sid, strings.NewReader(body), int64(len(body)))
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "xxxxxxxxxx") {
+				done <- fmt.Errorf("call %d: %d %s", i, resp.StatusCode, b)
+				return
+			}
+			done <- nil
+		}()
+	}
+	for range calls {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The moment the last answer arrived: no time for a batch to be due.
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.wait(t, 10*time.Second)
+	e.startProxyd()
+	if n := len(e.activityRecords()); n != calls {
+		t.Fatalf("%d of %d finished calls in the activity log after SIGKILL", n, calls)
+	}
+}

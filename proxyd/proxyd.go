@@ -125,7 +125,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer d.db.Close()
-	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows})
+	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Durability: cfg.Activity.Durability})
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))

@@ -33,6 +33,10 @@ type Config struct {
 type ActivityConfig struct {
 	MaxAge  Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`   // retention by age, default DefaultActivityMaxAge
 	MaxRows int      `yaml:"max_rows,omitempty" json:"max_rows,omitempty"` // retention by count, default DefaultActivityMaxRows
+	// Durability is batch (default: records are committed in batches, a
+	// crash loses the last ~50 ms) or sync (a call returns once its record
+	// is committed).
+	Durability string `yaml:"durability,omitempty" json:"durability,omitempty"`
 }
 
 // StateConfig chooses where proxyd keeps its state. Empty: the SQLite

@@ -114,8 +114,9 @@ var (
 		"stream_idle_timeout": {kind: kDuration, example: "stream_idle_timeout: 5m"},
 	}
 	activityFields = map[string]field{
-		"max_age":  {kind: kDuration, example: "max_age: 720h"},
-		"max_rows": {kind: kInt, example: "max_rows: 1000000"},
+		"max_age":    {kind: kDuration, example: "max_age: 720h"},
+		"max_rows":   {kind: kInt, example: "max_rows: 1000000"},
+		"durability": {kind: kString, example: "durability: sync"},
 	}
 	stateFields = map[string]field{
 		"postgres": {kind: kString, example: "postgres: postgres://mcpx@db.example:5432/mcpx"},

@@ -48,6 +48,9 @@ func (c *Config) Validate() error {
 		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
 	}
 	v.limits(c.Limits)
+	if d := c.Activity.Durability; d != "" && d != "batch" && d != "sync" {
+		v.add("activity.durability", fmt.Sprintf("activity durability must be batch or sync, not %q", d), "batch (the default) commits records in batches; sync commits each call's record before the call returns")
+	}
 	if c.State.Postgres != "" {
 		if err := checkStateDSN(c.State.Postgres); err != nil {
 			v.add("state.postgres", err.Error(),
