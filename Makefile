@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/mcpx-dev/mcpx/commands.Version=$(VERSION)
 PEERS    := tools/peers
 
-.PHONY: all build demo test unit e2e vet peers conformance bench completions check-completions clean
+.PHONY: all build demo test unit e2e vet lint peers conformance bench completions check-completions clean
 
 all: build
 
@@ -18,10 +18,10 @@ build:
 demo: build
 	bash tools/demo.sh
 
-# Every test: vet, unit and integration tests under -race, the end-to-end
-# suite against the real binaries, third-party peers and the conformance
-# suite (installed from the npm registry by 'make peers').
-test: vet peers check-completions
+# Every test: vet, staticcheck, unit and integration tests under -race,
+# the end-to-end suite against the real binaries, third-party peers and the
+# conformance suite (installed from the npm registry by 'make peers').
+test: vet lint peers check-completions
 	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 20m ./...
 	# The refresh race, repeated: exactly one token request every time.
 	$(GO) test -race -count=20 -run 'TestConcurrentCallersOneRefresh|TestProactiveAfterReactiveDoesNotRefreshAgain' ./proxyd/oauth/
@@ -34,6 +34,13 @@ e2e: peers
 
 vet:
 	$(GO) vet ./...
+
+# staticcheck with its default checks, unused code included; deliberate
+# uses of deprecated mcp-go API (the legacy protocol era) carry a
+# //lint:ignore with the reason.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	$(GO) run $(STATICCHECK) ./...
 
 peers:
 	bash $(PEERS)/install.sh

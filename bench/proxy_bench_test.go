@@ -63,6 +63,7 @@ func dial(b *testing.B, p path, legacy bool) *client.Client {
 	}
 	var opts []client.ClientOption
 	if legacy {
+		//lint:ignore SA1019 the legacy era is one of the benchmarked combinations
 		opts = append(opts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION), client.WithLegacyProtocolOnly())
 	}
 	cl := client.NewClient(tr, opts...)

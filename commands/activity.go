@@ -3,10 +3,9 @@ package commands
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
@@ -87,18 +86,19 @@ Examples:
 }
 
 // activityQuery validates the filter flags and turns them into the
-// daemon's query parameters.
-func activityQuery(c *cli.Context, now time.Time) (url.Values, error) {
-	q := url.Values{}
+// daemon's query.
+func activityQuery(c *cli.Context, now time.Time) (api.ActivityQuery, error) {
+	var q api.ActivityQuery
 	lists := []struct {
-		flag, param string
-		vocab       []string
+		flag  string
+		into  *[]string
+		vocab []string
 	}{
-		{"server", "server", nil},
-		{"tool", "tool", nil},
-		{"status", "status", activity.Statuses},
-		{"error-class", "error_class", callerr.Classes},
-		{"fault-domain", "fault_domain", callerr.Domains},
+		{"server", &q.Servers, nil},
+		{"tool", &q.Tools, nil},
+		{"status", &q.Statuses, api.CallStatuses},
+		{"error-class", &q.ErrorClasses, callerr.Classes},
+		{"fault-domain", &q.FaultDomains, callerr.Domains},
 	}
 	for _, l := range lists {
 		if !c.IsSet(l.flag) {
@@ -106,40 +106,24 @@ func activityQuery(c *cli.Context, now time.Time) (url.Values, error) {
 		}
 		for _, v := range api.SplitList(c.StringSlice(l.flag)) {
 			if l.vocab != nil && !slices.Contains(l.vocab, v) {
-				return nil, usageErr("--%s %q is not one of: %s", l.flag, v, strings.Join(l.vocab, ", "))
+				return q, usageErr("--%s %q is not one of: %s", l.flag, v, strings.Join(l.vocab, ", "))
 			}
-			q.Add(l.param, v)
+			*l.into = append(*l.into, v)
 		}
 	}
-	for _, name := range []string{"since", "until"} {
-		if v := c.String(name); v != "" {
-			t, err := parseWhen(v, now)
+	for _, t := range []struct {
+		flag string
+		into *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if v := c.String(t.flag); v != "" {
+			when, err := parseWhen(v, now)
 			if err != nil {
-				return nil, usageErr("--%s: %v", name, err)
+				return q, usageErr("--%s: %v", t.flag, err)
 			}
-			q.Set(name, t.UTC().Format(time.RFC3339Nano))
+			*t.into = when
 		}
 	}
 	return q, nil
-}
-
-// parseWhen reads "1h", "30m", "7d" (ago) or an RFC 3339 time.
-func parseWhen(v string, now time.Time) (time.Time, error) {
-	if strings.HasSuffix(v, "d") {
-		if n, err := strconv.Atoi(strings.TrimSuffix(v, "d")); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(v); err == nil {
-		if d < 0 {
-			d = -d
-		}
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("%q is neither a duration (1h, 30m, 7d) nor an RFC 3339 time", v)
 }
 
 func runActivityList(c *cli.Context) error {
@@ -153,15 +137,16 @@ func runActivityList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	q.Set("limit", strconv.Itoa(c.Int("limit")))
-	var recs []activity.Record
-	if err := newClient(c).Do(c.Context, http.MethodGet, "/v1/activity?"+q.Encode(), nil, &recs); err != nil {
+	filtered := q.Values()
+	q.Limit = c.Int("limit")
+	recs, err := newClient(c).Activity(c.Context, q)
+	if err != nil {
 		return daemonErr(err)
 	}
 	on := colorEnabled(c)
 	return render(c, recs, func(w io.Writer) error {
 		if len(recs) == 0 {
-			if len(q) > 1 {
+			if len(filtered) > 0 {
 				fmt.Fprintln(w, "No calls match these filters.")
 			} else {
 				fmt.Fprintln(w, "No calls recorded yet.")
@@ -195,7 +180,7 @@ func domainColor(domain string) string {
 	return ""
 }
 
-func activityRow(r activity.Record) []string {
+func activityRow(r api.ActivityRecord) []string {
 	httpStatus := "-"
 	if r.UpstreamHTTPStatus != 0 {
 		httpStatus = strconv.Itoa(r.UpstreamHTTPStatus)
@@ -227,8 +212,8 @@ func runActivityShow(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	var r activity.Record
-	if err := newClient(c).Do(c.Context, http.MethodGet, fmt.Sprintf("/v1/activity/%d", id), nil, &r); err != nil {
+	r, err := newClient(c).ActivityRecord(c.Context, id)
+	if err != nil {
 		return daemonErr(err)
 	}
 	return render(c, r, func(w io.Writer) error {
@@ -249,7 +234,7 @@ func runActivityShow(c *cli.Context) error {
 			row("upstream http status", strconv.Itoa(r.UpstreamHTTPStatus))
 		}
 		row("reason", r.Reason)
-		if e := strings.TrimSpace(sanitize(r.Error)); e != "" {
+		if e := strings.TrimSpace(redact.Control(r.Error)); e != "" {
 			// Upstream error bodies span lines: keep them under the label.
 			row("error", strings.ReplaceAll(e, "\n", "\n"+strings.Repeat(" ", 23)))
 		}
@@ -286,30 +271,36 @@ func runActivityFollow(c *cli.Context) error {
 	}
 	on := colorEnabled(c)
 	w := c.App.Writer
-	err = newClient(c).Stream(ctx, http.MethodGet, "/v1/activity/follow?"+q.Encode(), nil, func(line []byte) error {
+	st, err := newClient(c).FollowActivity(ctx, q)
+	if err != nil {
+		return daemonErr(err)
+	}
+	defer st.Close()
+	for {
+		r, err := st.Next()
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return daemonErr(err)
+		}
 		switch f {
 		case "json":
-			_, err := fmt.Fprintf(w, "%s\n", line)
-			return err
-		case "yaml":
-			b, err := toYAML(json.RawMessage(line))
+			b, err := json.Marshal(r)
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(w, "---\n%s", b)
-			return err
+			fmt.Fprintf(w, "%s\n", b)
+		case "yaml":
+			b, err := toYAML(r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "---\n%s", b)
+		default:
+			fmt.Fprintln(w, color(on && domainColor(r.FaultDomain) != "", domainColor(r.FaultDomain), strings.Join(activityRow(r), "  ")))
 		}
-		var r activity.Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintln(w, color(on && domainColor(r.FaultDomain) != "", domainColor(r.FaultDomain), strings.Join(activityRow(r), "  ")))
-		return err
-	})
-	if ctx.Err() != nil {
-		return nil
 	}
-	return daemonErr(err)
 }
 
 func runActivityExport(c *cli.Context) error {
@@ -327,25 +318,37 @@ func runActivityExport(c *cli.Context) error {
 		cw = csv.NewWriter(w)
 		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error"})
 	}
-	cl := newClient(c)
-	err = cl.Stream(c.Context, http.MethodGet, "/v1/activity/export?"+q.Encode(), nil, func(line []byte) error {
+	st, err := newClient(c).ExportActivity(c.Context, q)
+	if err != nil {
+		return daemonErr(err)
+	}
+	defer st.Close()
+	for {
+		r, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return daemonErr(err)
+		}
 		if cw == nil {
-			_, err := fmt.Fprintf(w, "%s\n", line)
-			return err
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s\n", b)
+			continue
 		}
-		var r activity.Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			return err
-		}
-		return cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
+		_ = cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
 			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
 			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error})
-	})
+	}
 	if cw != nil {
 		cw.Flush()
+		return cw.Error()
 	}
-	return daemonErr(err)
+	return nil
 }
 
 func runActivitySummary(c *cli.Context) error {
@@ -360,9 +363,8 @@ func runActivitySummary(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	q.Set("by", by)
-	var rows []activity.SummaryRow
-	if err := newClient(c).Do(c.Context, http.MethodGet, "/v1/activity/summary?"+q.Encode(), nil, &rows); err != nil {
+	rows, err := newClient(c).ActivitySummary(c.Context, q, by)
+	if err != nil {
 		return daemonErr(err)
 	}
 	return render(c, rows, func(w io.Writer) error {
@@ -376,4 +378,31 @@ func runActivitySummary(c *cli.Context) error {
 		}
 		return t.Render()
 	})
+}
+
+// parseWhen reads a --since/--until value: a duration before now ("90s",
+// "1h", "2d" for days) or an RFC 3339 time (with or without fractional
+// seconds, or a bare date).
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(d); err == nil && n >= 0 && strconv.Itoa(n) == d {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("time %q: durations count back from now and must not be negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("time %q: want a duration such as 30m, 1h or 7d, or an RFC 3339 time such as 2026-01-02T15:04:05Z", s)
 }

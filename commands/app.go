@@ -26,45 +26,47 @@ Start here:
 Global flags (--socket, --config, --state-dir, --no-color) may stand before
 or after the command. Exit codes are stable: see the README.`
 
-// commandList is every top-level command, in help order.
-func commandList() []*cli.Command {
-	return []*cli.Command{
-		upCommand,
-		downCommand,
-		proxydCommand,
-		statusCommand,
-		serversCommand,
-		toolsCommand,
-		callCommand,
-		reloadCommand,
-		connectInfoCommand,
-		stdioCommand,
-		activityCommand,
-		healthCommand,
-		completionCommand,
-	}
-}
+// Help categories of 'mcpx help'.
+const (
+	catDaemon   = "Daemon"
+	catServers  = "Servers and tools"
+	catDiagnose = "Diagnose"
+	catSignIn   = "Sign-in"
+	catShell    = "Shell"
+)
 
-// categories group the commands in 'mcpx help'.
-var categories = map[string]string{
-	"up": "Daemon", "down": "Daemon", "proxyd": "Daemon", "status": "Daemon", "reload": "Daemon",
-	"servers": "Servers and tools", "tools": "Servers and tools", "call": "Servers and tools",
-	"connect-info": "Servers and tools", "stdio": "Servers and tools",
-	"probe": "Diagnose", "activity": "Diagnose", "health": "Diagnose", "drill": "Diagnose",
-	"login": "Sign-in", "logout": "Sign-in", "auth": "Sign-in",
-	"completion": "Shell",
+// commands is every top-level command, in help order, with its category:
+// the one place a command is registered.
+var commands = []struct {
+	cmd      *cli.Command
+	category string
+}{
+	{upCommand, catDaemon},
+	{downCommand, catDaemon},
+	{proxydCommand, catDaemon},
+	{statusCommand, catDaemon},
+	{reloadCommand, catDaemon},
+	{serversCommand, catServers},
+	{toolsCommand, catServers},
+	{callCommand, catServers},
+	{connectInfoCommand, catServers},
+	{stdioCommand, catServers},
+	{probeCommand, catDiagnose},
+	{activityCommand, catDiagnose},
+	{healthCommand, catDiagnose},
+	{drillCommand, catDiagnose},
+	{loginCommand, catSignIn},
+	{logoutCommand, catSignIn},
+	{authCommand, catSignIn},
+	{completionCommand, catShell},
 }
-
-// extraCommands are registered by other files of the package (probe,
-// login, drills) through their init functions.
-var extraCommands []*cli.Command
 
 // New builds the command tree. Tests run it in-process.
 func New(stdout, stderr io.Writer) *cli.App {
 	var cmds []*cli.Command
-	for _, c := range append(commandList(), extraCommands...) {
-		cc := cloneCommand(c)
-		cc.Category = categories[cc.Name]
+	for _, c := range commands {
+		cc := cloneCommand(c.cmd)
+		cc.Category = c.category
 		cmds = append(cmds, cc)
 	}
 	app := &cli.App{

@@ -4,6 +4,7 @@ import (
 	"io"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestNormalizeArgs(t *testing.T) {
@@ -80,6 +81,32 @@ func TestCallArguments(t *testing.T) {
 		}
 		if string(got) != tt.want {
 			t.Errorf("callArguments(%q, %q) = %s, want %s", tt.pos, tt.flags, got, tt.want)
+		}
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in      string
+		want    time.Time
+		wantErr bool
+	}{
+		{"", time.Time{}, false},
+		{"1h", now.Add(-time.Hour), false},
+		{"90s", now.Add(-90 * time.Second), false},
+		{"7d", now.Add(-7 * 24 * time.Hour), false},
+		{"2026-11-29T08:00:00Z", time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), false},
+		{"2026-11-29T08:00:00.5+01:00", time.Date(2026, 11, 29, 7, 0, 0, 500_000_000, time.UTC), false},
+		{"2026-11-29", time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), false},
+		{"-1h", time.Time{}, true},
+		{"yesterday", time.Time{}, true},
+		{"1.5d", time.Time{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseWhen(tt.in, now)
+		if (err != nil) != tt.wantErr || !got.Equal(tt.want) {
+			t.Errorf("parseWhen(%q) = %v, %v; want %v (error %v)", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -76,7 +77,7 @@ func runCall(c *cli.Context) error {
 	}
 	if res.Error != nil {
 		if f, _ := format(c); f == "table" {
-			errorf(c, "call failed: %s\n  error_class=%s fault_domain=%s", sanitize(res.Error.Message), res.Error.ErrorClass, res.Error.FaultDomain)
+			errorf(c, "call failed: %s\n  error_class=%s fault_domain=%s", redact.Control(res.Error.Message), res.Error.ErrorClass, res.Error.FaultDomain)
 			if res.Error.UpstreamHTTPStatus != 0 {
 				errorf(c, " upstream_http_status=%d", res.Error.UpstreamHTTPStatus)
 			}
@@ -161,7 +162,7 @@ func printCallResult(w io.Writer, res *api.CallResponse) error {
 	for _, c := range r.Content {
 		switch c.Type {
 		case "text":
-			fmt.Fprintln(w, sanitize(c.Text))
+			fmt.Fprintln(w, redact.Control(c.Text))
 		case "image", "audio":
 			fmt.Fprintf(w, "[%s content, %s]\n", c.Type, c.MimeType)
 		case "resource", "resource_link":

@@ -206,11 +206,13 @@ func newTable(w io.Writer, headers ...string) *table {
 		})),
 		tablewriter.WithConfig(tablewriter.Config{
 			Header: tw.CellConfig{
-				Formatting: tw.CellFormatting{AutoFormat: tw.Off, Alignment: tw.AlignLeft},
+				Formatting: tw.CellFormatting{AutoFormat: tw.Off},
+				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
 				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   "}},
 			},
 			Row: tw.CellConfig{
-				Formatting: tw.CellFormatting{AutoWrap: tw.WrapNone, Alignment: tw.AlignLeft},
+				Formatting: tw.CellFormatting{AutoWrap: tw.WrapNone},
+				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
 				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   "}},
 			},
 		}),

@@ -3,8 +3,6 @@ package commands
 import (
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 
 	"github.com/urfave/cli/v2"
 
@@ -32,12 +30,8 @@ func runHealth(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	p := "/v1/health"
-	if s := c.Args().First(); s != "" {
-		p += "?server=" + url.QueryEscape(s)
-	}
-	var out []api.ServerStatus
-	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
+	out, err := newClient(c).Health(c.Context, c.Args().First())
+	if err != nil {
 		return daemonErr(err)
 	}
 	return render(c, out, func(w io.Writer) error {

@@ -1,11 +1,9 @@
 package commands
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -83,8 +82,6 @@ Examples:
 	}},
 }
 
-func init() { extraCommands = append(extraCommands, loginCommand, logoutCommand, authCommand) }
-
 func runLogin(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr("login needs one SERVER")
@@ -98,10 +95,18 @@ func runLogin(c *cli.Context) error {
 	req := api.LoginRequest{Server: server, TimeoutMS: c.Duration("timeout").Milliseconds()}
 	var result *api.LoginResult
 	var failure *api.ErrorDetail
-	err = cl.Stream(c.Context, http.MethodPost, "/v1/login", req, func(line []byte) error {
-		var ev api.LoginEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return fmt.Errorf("reading proxyd's sign-in stream: %w", err)
+	st, err := cl.Login(c.Context, req)
+	if err != nil {
+		return daemonErr(err)
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return daemonErr(err)
 		}
 		switch ev.Type {
 		case api.LoginEventAuthorize:
@@ -111,10 +116,6 @@ func runLogin(c *cli.Context) error {
 		case api.LoginEventError:
 			failure = ev.Error
 		}
-		return nil
-	})
-	if err != nil {
-		return daemonErr(err)
 	}
 	if failure != nil {
 		return exitErr(ExitAuthRequired, errors.New(failure.Message))
@@ -123,7 +124,7 @@ func runLogin(c *cli.Context) error {
 		return errors.New("proxyd ended the sign-in without a result; see its log")
 	}
 	for _, w := range result.Warnings {
-		errorf(c, "warning: %s\n", sanitize(w))
+		errorf(c, "warning: %s\n", redact.Control(w))
 	}
 	if f != "table" {
 		return render(c, result, nil)
@@ -196,8 +197,8 @@ func runLogout(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	var res api.LogoutResult
-	if err := newClient(c).Do(c.Context, http.MethodPost, "/v1/logout", api.LogoutRequest{Server: c.Args().First()}, &res); err != nil {
+	res, err := newClient(c).Logout(c.Context, c.Args().First())
+	if err != nil {
 		return daemonErr(err)
 	}
 	return render(c, res, func(w io.Writer) error {
@@ -209,7 +210,7 @@ func runLogout(c *cli.Context) error {
 		if res.Revoked {
 			fmt.Fprintln(w, "The authorization server revoked the grant.")
 		} else if res.RevokeError != "" {
-			fmt.Fprintf(w, "Not revoked at the authorization server: %s\n", sanitize(res.RevokeError))
+			fmt.Fprintf(w, "Not revoked at the authorization server: %s\n", redact.Control(res.RevokeError))
 		}
 		return nil
 	})
@@ -219,12 +220,8 @@ func runAuthStatus(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	p := "/v1/auth/status"
-	if s := c.Args().First(); s != "" {
-		p += "?server=" + s
-	}
-	var out []api.AuthStatus
-	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
+	out, err := newClient(c).AuthStatus(c.Context, c.Args().First())
+	if err != nil {
 		return daemonErr(err)
 	}
 	return render(c, out, func(w io.Writer) error {

@@ -19,8 +19,6 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
-func init() { extraCommands = append(extraCommands, probeCommand) }
-
 var probeCommand = &cli.Command{
 	Name:      "probe",
 	Usage:     "diagnose a connection step by step: DNS, TCP, TLS, HTTP, MCP, OAuth",
@@ -205,7 +203,7 @@ func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
 		if s.Status != probe.StatusSkip {
 			tm = fmt.Sprintf("%.1fms", s.DurationMS)
 		}
-		_ = t.Append([]string{s.ID, strings.ToUpper(s.Status), tm, s.Detail})
+		_ = t.Append([]string{s.ID, strings.ToUpper(string(s.Status)), tm, s.Detail})
 	}
 	if err := t.Render(); err != nil {
 		return err

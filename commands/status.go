@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -54,7 +55,7 @@ func runStatus(c *cli.Context) error {
 		}
 		for _, s := range st.Servers {
 			for _, warn := range s.Warnings {
-				fmt.Fprintf(w, "warning: %s: %s\n", s.Name, sanitize(warn))
+				fmt.Fprintf(w, "warning: %s: %s\n", s.Name, redact.Control(warn))
 			}
 		}
 		return nil
@@ -84,7 +85,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 		if era == "" {
 			era = "-"
 		}
-		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), sanitize(detail)})
+		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), redact.Control(detail)})
 	}
 	return t.Render()
 }
@@ -125,23 +126,9 @@ func humanDuration(d time.Duration) string {
 
 // oneLine flattens and shortens server-supplied text for a table cell.
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(sanitize(s)), " ")
+	s = strings.Join(strings.Fields(redact.Control(s)), " ")
 	if len(s) > max {
 		s = s[:max-1] + "…"
 	}
 	return s
-}
-
-// sanitize strips terminal control characters from text the CLI did not
-// write itself.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
 }

@@ -43,7 +43,8 @@ func runStdio(c *cli.Context) error {
 	if _, err := newClient(c).Status(c.Context); err != nil {
 		return daemonErr(err)
 	}
-	tr, err := transport.NewStreamableHTTP("http://"+api.Host+"/v1/mcp",
+	tr, err := transport.NewStreamableHTTP(api.MCPEndpoint,
+		//lint:ignore SA1019 legacy-era clients listen on the standalone GET stream
 		transport.WithHTTPBasicClient(hc), transport.WithContinuousListening(),
 		transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {

@@ -13,11 +13,9 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,7 +73,7 @@ func runMain(m *testing.M) int {
 func goBuild(pkg, out string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("the go tool is not on PATH: %w", err)
 	}
 	args := []string{"build", "-o", out}
 	if os.Getenv("MCPX_E2E_RACE") == "1" {
@@ -267,19 +265,14 @@ func (p *proxydProc) exited() bool {
 // metrics returns proxyd's /v1/metrics text.
 func (e *env) metrics() string {
 	e.t.Helper()
-	var b strings.Builder
 	c := api.NewClient(e.Socket, "e2e")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	err := c.Stream(ctx, http.MethodGet, "/v1/metrics", nil, func(line []byte) error {
-		b.Write(line)
-		b.WriteByte('\n')
-		return nil
-	})
+	m, err := c.Metrics(ctx)
 	if err != nil {
 		e.t.Fatalf("reading /v1/metrics: %v", err)
 	}
-	return b.String()
+	return m
 }
 
 // startProxyd starts `mcpx proxyd` in the foreground as a child and waits

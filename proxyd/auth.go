@@ -59,35 +59,36 @@ func configuredClient(s config.Server) *oauth.Client {
 	return &oauth.Client{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret}
 }
 
-// registerGrants tells the coordinator about every HTTP server, so a
-// stored grant is refreshed proactively and on demand.
-func (d *Daemon) registerGrants(servers []config.Server) {
+// syncGrants gives the coordinator the grants of exactly these servers
+// (every HTTP server), so a stored grant is refreshed proactively and on
+// demand, and one whose server was removed, renamed or re-pointed no
+// longer is.
+func (d *Daemon) syncGrants(servers []config.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	keys := map[string]string{}
-	defer func() {
-		d.auth.mu.Lock()
-		d.auth.keys = keys
-		d.auth.mu.Unlock()
-	}()
+	signedIn := map[string]bool{}
+	grants := map[string]oauth.GrantSource{}
 	for _, s := range servers {
 		if s.URL == "" {
 			continue
 		}
 		key := serverKey(s)
 		keys[s.Name] = key
-		d.auth.coord.Register(key, oauth.GrantSource{
+		grants[key] = oauth.GrantSource{
 			Server:        s.Name,
 			TokenEndpoint: d.tokenEndpoint(s),
 			Resource:      s.URL,
 			Client:        configuredClient(s),
 			HTTPClient:    d.auth.hc,
-		})
+		}
 		_, err := d.auth.store.Token(ctx, key)
-		d.auth.mu.Lock()
-		d.auth.signedIn[key] = err == nil
-		d.auth.mu.Unlock()
+		signedIn[key] = err == nil
 	}
+	d.auth.coord.Sync(grants)
+	d.auth.mu.Lock()
+	d.auth.keys, d.auth.signedIn = keys, signedIn
+	d.auth.mu.Unlock()
 }
 
 func (a *auth) isSignedIn(key string) bool {

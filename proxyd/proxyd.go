@@ -19,8 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
@@ -79,7 +77,6 @@ type Daemon struct {
 	shutdown chan struct{}
 	shutOnce sync.Once
 
-	syncMu   sync.Mutex
 	syncTick chan struct{}
 }
 
@@ -130,7 +127,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.metrics = newMetrics()
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version: opts.Version,
@@ -144,6 +141,8 @@ func Run(ctx context.Context, opts Options) error {
 	})
 	d.down = downstream.New(d, opts.Version, d.log)
 	d.down.SetSessionLimits(cfg.Limits.MaxSessions, time.Duration(cfg.Limits.SessionIdleTimeout))
+	// The re-init counter lives on each connection; metrics read it there.
+	d.metrics.trackReinits(d.mgr.List)
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)
@@ -287,7 +286,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 		return nil, err
 	}
 	d.logWarnings(cfg)
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
 	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {
@@ -351,5 +350,3 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-var _ = prometheus.NewRegistry

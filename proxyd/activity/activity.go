@@ -14,19 +14,8 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
-)
-
-// Call statuses.
-const (
-	StatusOK    = "ok"
-	StatusError = "error"
-)
-
-// Vocabularies for validating filters.
-var (
-	Statuses  = []string{StatusOK, StatusError}
-	SummaryBy = []string{"server", "tool", "error_class", "fault_domain", "replica"}
 )
 
 // ErrNotFound is returned by Get for an unknown id.
@@ -35,45 +24,24 @@ var ErrNotFound = errors.New("activity record not found")
 // ErrClosed is returned by Flush after Close.
 var ErrClosed = errors.New("activity store closed")
 
-// Record is one tool call.
-type Record struct {
-	ID                 int64     `json:"id"`
-	Time               time.Time `json:"time"`
-	Server             string    `json:"server"`
-	Tool               string    `json:"tool"`
-	DurationMS         float64   `json:"duration_ms"`
-	Status             string    `json:"status"`          // ok | error
-	Error              string    `json:"error,omitempty"` // redacted
-	ErrorClass         string    `json:"error_class,omitempty"`
-	FaultDomain        string    `json:"fault_domain,omitempty"`
-	UpstreamHTTPStatus int       `json:"upstream_http_status,omitempty"`
-	Reason             string    `json:"reason,omitempty"` // why the call got its class
-	RequestID          string    `json:"request_id,omitempty"`
-	Client             string    `json:"client,omitempty"` // downstream session or process
-	ProtocolEra        string    `json:"protocol_era,omitempty"`
-	Reinit             bool      `json:"reinit,omitempty"`
-	Retried            bool      `json:"retried,omitempty"`
-	TokenRefresh       bool      `json:"token_refresh,omitempty"`
-	// Replica is the proxyd that made the call, when several share the
-	// state database.
-	Replica string `json:"replica,omitempty"`
-}
+// Record is one tool call; its wire shape is api.ActivityRecord.
+type Record = api.ActivityRecord
 
 // Filter selects records. Empty slices and zero times match everything;
 // values within one slice are alternatives.
 type Filter struct {
-	Servers      []string  `json:"servers,omitempty"`
-	Tools        []string  `json:"tools,omitempty"`
-	Statuses     []string  `json:"statuses,omitempty"`
-	ErrorClasses []string  `json:"error_classes,omitempty"`
-	FaultDomains []string  `json:"fault_domains,omitempty"`
-	Replicas     []string  `json:"replicas,omitempty"`
-	Since        time.Time `json:"since,omitzero"` // inclusive
-	Until        time.Time `json:"until,omitzero"` // inclusive
+	Servers      []string
+	Tools        []string
+	Statuses     []string
+	ErrorClasses []string
+	FaultDomains []string
+	Replicas     []string
+	Since        time.Time // inclusive
+	Until        time.Time // inclusive
 	// Limit caps List (DefaultLimit when <= 0) and Export (no cap when <= 0).
-	Limit int `json:"limit,omitempty"`
+	Limit int
 	// AfterID keeps records with a larger id (resuming a follow).
-	AfterID int64 `json:"after_id,omitempty"`
+	AfterID int64
 }
 
 // DefaultLimit is List's limit when the filter sets none.
@@ -221,9 +189,9 @@ func (s *Store) Add(r Record) {
 		r.Replica = s.opts.Replica
 	}
 	if r.Status == "" {
-		r.Status = StatusOK
+		r.Status = api.StatusOK
 		if r.ErrorClass != "" {
-			r.Status = StatusError
+			r.Status = api.StatusError
 		}
 	}
 	it := item{rec: r}

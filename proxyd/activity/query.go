@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 const selectCols = `id, ts, server, tool, duration_us, status, error, error_class, fault_domain,
@@ -173,13 +175,9 @@ func (s *Store) Export(ctx context.Context, f Filter, fn func(Record) error) err
 	}
 }
 
-// SummaryRow is one group of a summary.
-type SummaryRow struct {
-	Key         string  `json:"key"`
-	Calls       int     `json:"calls"`
-	Failed      int     `json:"failed"`
-	FailureRate float64 `json:"failure_rate"`
-}
+// SummaryRow is one group of a summary; its wire shape is
+// api.ActivitySummaryRow.
+type SummaryRow = api.ActivitySummaryRow
 
 // ErrBadGroup is returned by Summary for an unknown grouping.
 var ErrBadGroup = errors.New("unknown summary grouping")
@@ -187,8 +185,8 @@ var ErrBadGroup = errors.New("unknown summary grouping")
 // Summary counts calls and failures per server, tool, error_class or
 // fault_domain, most calls first. Limit is ignored.
 func (s *Store) Summary(ctx context.Context, f Filter, by string) ([]SummaryRow, error) {
-	if !slices.Contains(SummaryBy, by) {
-		return nil, fmt.Errorf("%w %q (want one of %s)", ErrBadGroup, by, strings.Join(SummaryBy, ", "))
+	if !slices.Contains(api.SummaryGroups, by) {
+		return nil, fmt.Errorf("%w %q (want one of %s)", ErrBadGroup, by, strings.Join(api.SummaryGroups, ", "))
 	}
 	where, args := f.where()
 	rows, err := s.db.QueryContext(ctx, `SELECT `+by+`, count(*), sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) FROM activity`+where+

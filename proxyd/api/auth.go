@@ -10,20 +10,23 @@ type LoginRequest struct {
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
 }
 
+// LoginEventType is the type of a line of the login stream.
+type LoginEventType string
+
 // Login event types.
 const (
-	LoginEventAuthorize = "authorize"
-	LoginEventResult    = "result"
-	LoginEventError     = "error"
+	LoginEventAuthorize LoginEventType = "authorize"
+	LoginEventResult    LoginEventType = "result"
+	LoginEventError     LoginEventType = "error"
 )
 
 // LoginEvent is one line of the login stream.
 type LoginEvent struct {
-	Type   string       `json:"type"`
-	Time   time.Time    `json:"time"`
-	URL    string       `json:"url,omitempty"`
-	Result *LoginResult `json:"result,omitempty"`
-	Error  *ErrorDetail `json:"error,omitempty"`
+	Type   LoginEventType `json:"type"`
+	Time   time.Time      `json:"time"`
+	URL    string         `json:"url,omitempty"`
+	Result *LoginResult   `json:"result,omitempty"`
+	Error  *ErrorDetail   `json:"error,omitempty"`
 }
 
 // LoginResult is what a sign-in got.
@@ -67,33 +70,4 @@ type AuthStatus struct {
 	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
 	NextProactive *time.Time `json:"next_proactive_refresh,omitempty"`
 	Refreshing    bool       `json:"refreshing"`
-}
-
-// RefreshDrillRequest is POST /v1/drill/refresh.
-type RefreshDrillRequest struct {
-	Server  string `json:"server"`
-	Callers int    `json:"callers"`
-}
-
-// RefreshDrillEvent is one NDJSON line of the refresh drill's stream.
-type RefreshDrillEvent struct {
-	Type    string              `json:"type"` // progress | report | error
-	Time    time.Time           `json:"time"`
-	Message string              `json:"message,omitempty"`
-	Report  *RefreshDrillReport `json:"report,omitempty"`
-	Error   *ErrorDetail        `json:"error,omitempty"`
-}
-
-// RefreshDrillReport is the outcome of `mcpx drill refresh`.
-type RefreshDrillReport struct {
-	Server        string   `json:"server"`
-	Callers       int      `json:"callers"`
-	TokenRequests int64    `json:"token_requests"`
-	Succeeded     int      `json:"succeeded"`
-	Failed        int      `json:"failed"`
-	GrantIntact   bool     `json:"grant_intact"`
-	P50MS         float64  `json:"p50_ms"`
-	P99MS         float64  `json:"p99_ms"`
-	Verdict       string   `json:"verdict"`
-	Notes         []string `json:"notes"`
 }

@@ -52,14 +52,10 @@ func (e *CallbackError) Error() string {
 	return msg
 }
 
-// sanitize strips control characters and bounds server-supplied text.
+// sanitize makes server-supplied text one bounded line without terminal
+// control sequences.
 func sanitize(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
+	s = strings.Join(strings.Fields(redact.Control(s)), " ")
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}

@@ -59,8 +59,8 @@ func newLoginRig(t *testing.T, opts authserver.Options) *loginRig {
 	lr.store = NewStore(openDB(t))
 	lr.c = NewCoordinator(lr.store, CoordinatorOptions{})
 	lr.key = ServerKey("alpha", lr.resource)
-	lr.c.Register(lr.key, GrantSource{Server: "alpha", Resource: lr.resource,
-		TokenEndpoint: func(context.Context) (string, error) { return as.URL() + "/token", nil }})
+	lr.c.Sync(map[string]GrantSource{lr.key: {Server: "alpha", Resource: lr.resource,
+		TokenEndpoint: func(context.Context) (string, error) { return as.URL() + "/token", nil }}})
 	return lr
 }
 
@@ -160,7 +160,7 @@ func TestLoginFlow(t *testing.T) {
 	if lr.as.Stats().Registrations != 1 {
 		t.Fatalf("registrations = %d", lr.as.Stats().Registrations)
 	}
-	if st := lr.c.Status(lr.key); !st.SignedIn || !st.HasRefreshToken {
+	if st := lr.c.Status(lr.key); !st.SignedIn || !st.RefreshToken {
 		t.Fatalf("status = %+v", st)
 	}
 }

@@ -301,6 +301,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 			transport.WithHTTPLogger(c.opts.libraryLogger(c.name)),
 		}
 		if c.legacyPinned() {
+			//lint:ignore SA1019 a server pinned to the legacy era listens on the standalone GET stream
 			opts = append(opts, transport.WithContinuousListening())
 		}
 		return transport.NewStreamableHTTP(s.URL, opts...)
@@ -318,6 +319,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	var copts []client.ClientOption
 	switch {
 	case c.legacyPinned():
+		//lint:ignore SA1019 a server pinned to the legacy era needs the initialize handshake
 		copts = append(copts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION), client.WithLegacyProtocolOnly())
 	case c.cfg.EffectiveProtocol() == config.ProtocolModern:
 		copts = append(copts, client.WithProtocolVersion(mcp.LATEST_PROTOCOL_VERSION))
