@@ -188,7 +188,7 @@ func activityRow(r api.ActivityRecord) []string {
 	return []string{
 		strconv.FormatInt(r.ID, 10),
 		r.Time.Local().Format("2006-01-02 15:04:05"),
-		r.Server, r.Tool, r.Status,
+		shown(r.Server), shown(r.Tool), r.Status,
 		dash(r.ErrorClass), dash(r.FaultDomain), httpStatus,
 		fmt.Sprintf("%.1fms", r.DurationMS),
 	}
@@ -218,7 +218,7 @@ func runActivityShow(c *cli.Context) error {
 	}
 	return render(c, r, func(w io.Writer) error {
 		row := func(k, v string) {
-			if v != "" {
+			if v = shown(v); v != "" {
 				fmt.Fprintf(w, "%-22s %s\n", k+":", v)
 			}
 		}
@@ -339,10 +339,14 @@ func runActivityExport(c *cli.Context) error {
 			fmt.Fprintf(w, "%s\n", b)
 			continue
 		}
-		_ = cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
+		fields := []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
 			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
-			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error})
+			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error}
+		for i := range fields {
+			fields[i] = shown(fields[i]) // CSV ends up in terminals and spreadsheets, which act on escapes
+		}
+		_ = cw.Write(fields)
 	}
 	if cw != nil {
 		cw.Flush()

@@ -118,7 +118,7 @@ func Main() int {
 	app := New(os.Stdout, os.Stderr)
 	err := app.RunContext(context.Background(), normalizeArgs(app, os.Args))
 	if err != nil && !IsSilent(err) {
-		fmt.Fprintf(os.Stderr, "mcpx: %v\n", err)
+		fmt.Fprintf(os.Stderr, "mcpx: %s\n", shown(err.Error()))
 	}
 	return ExitCode(err)
 }

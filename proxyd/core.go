@@ -78,6 +78,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 				rec.MarkDispatched()
 			}
 			out.Result, out.Err = conn.CallTool(ctx, tool, args)
+			out.Err = d.secrets.err(out.Err) // a stdio child's stderr may echo its env
 		}
 	}
 	out.Duration = time.Since(start)
@@ -116,7 +117,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 		Tool:               tool,
 		DurationMS:         float64(out.Duration.Microseconds()) / 1000,
 		Status:             status,
-		Error:              redact.Text(errText),
+		Error:              d.secrets.text(errText),
 		ErrorClass:         out.Class.Class,
 		FaultDomain:        out.Class.Domain,
 		UpstreamHTTPStatus: out.Class.HTTPStatus,

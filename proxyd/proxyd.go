@@ -78,6 +78,10 @@ type Daemon struct {
 	shutOnce sync.Once
 
 	syncTick chan struct{}
+
+	// secrets are the config's credentials, kept out of every log line
+	// and every text proxyd shows or stores.
+	secrets secrets
 }
 
 // Run runs proxyd until ctx is done or a shutdown is requested over the
@@ -97,6 +101,8 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("loading config: %w", err)
 	}
 	d.cfg = cfg
+	d.secrets.use(cfg)
+	d.log = slog.New(redactingHandler{next: d.log.Handler(), s: &d.secrets})
 	d.logWarnings(cfg)
 	if err := privateDir(opts.StateDir, "state directory", "--state-dir", "the MCP bearer token or the database"); err != nil {
 		return err
@@ -279,6 +285,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 	d.cfgErr = err
 	if err == nil {
 		d.cfg = cfg
+		d.secrets.use(cfg)
 	}
 	d.cfgMu.Unlock()
 	if err != nil {

@@ -25,7 +25,7 @@ func (d *Daemon) status() api.Status {
 	}
 	d.cfgMu.RLock()
 	if d.cfgErr != nil {
-		s.ConfigError = d.cfgErr.Error()
+		s.ConfigError = d.secrets.text(d.cfgErr.Error())
 	}
 	d.cfgMu.RUnlock()
 	for _, c := range d.mgr.List() {
@@ -36,6 +36,7 @@ func (d *Daemon) status() api.Status {
 
 func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
+	st.LastError = d.secrets.text(st.LastError)
 	st.Warnings = d.naming().OmittedBy(c.Name())
 	h := d.health.Snapshot(c.Name())
 	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
