@@ -244,6 +244,12 @@ func runActivityShow(c *cli.Context) error {
 		row("session re-init", yesNo(r.Reinit))
 		row("retried", yesNo(r.Retried))
 		row("token refresh", yesNo(r.TokenRefresh))
+		if r.Progress > 0 {
+			row("progress", strconv.Itoa(r.Progress)+" notifications")
+		}
+		if r.Inputs != "" {
+			row("input requests", redact.Control(r.Inputs))
+		}
 		return nil
 	})
 }

@@ -25,15 +25,27 @@ with --arg) whose VALUE is read as JSON when it parses (numbers, true,
 {"a":1}) and as a string otherwise. Exits 4 when the call fails or the
 tool reports isError, printing the error class and fault domain.
 
+While the call runs, the upstream's progress shows on stderr (a bar on a
+terminal, plain lines otherwise, nothing with -o json or yaml) and so do
+its log messages. When the upstream asks for input (elicitation), a
+terminal asks you field by field; scripts answer with --elicit decline,
+cancel, defaults (the schema's defaults) or @FILE (a JSON answer: the
+content, or a whole result with "action"). Without a terminal or --elicit
+the request is cancelled. A request for an LLM completion (sampling) is
+refused: mcpx call has no model. Ctrl-C cancels the call upstream and
+exits 130 once proxyd confirms; a second Ctrl-C exits at once.
+
 Examples:
    mcpx call fixture echo text=hello
    mcpx call fixture__echo text=hello
    mcpx call fixture add '{"a": 2, "b": 3}' -o json
-   mcpx call docs search --arg query="oauth refresh" --timeout 10s`,
+   mcpx call docs search --arg query="oauth refresh" --timeout 10s
+   mcpx call everything trigger-elicitation-request --elicit @answer.json`,
 	Flags: []cli.Flag{
 		outputFlag,
 		&cli.StringSliceFlag{Name: "arg", Aliases: []string{"a"}, Usage: "argument `KEY=VALUE` (repeatable)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "call timeout (default: the server's configured timeout, 60s)"},
+		&cli.StringFlag{Name: "elicit", Usage: "answer the upstream's requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)"},
 	},
 	BashComplete: completeServers,
 	Action:       runCall,
@@ -63,14 +75,21 @@ func runCall(c *cli.Context) error {
 	if d := c.Duration("timeout"); d > 0 {
 		req.TimeoutMS = d.Milliseconds()
 	}
+	if p := c.String("elicit"); p != "" && p != "decline" && p != "cancel" && p != "defaults" && !strings.HasPrefix(p, "@") {
+		return usageErr("--elicit takes decline, cancel, defaults or @FILE, not %q", p)
+	}
 	cl := newClient(c)
 	cl.Timeout = 10 * time.Minute
-	res, err := cl.Call(c.Context, req)
+	res, cancelled, err := streamCall(c, cl, req)
 	if api.IsCode(err, api.CodeBadRequest) {
 		return exitErr(ExitUsage, err)
 	}
 	if err != nil {
 		return daemonErr(err)
+	}
+	if cancelled && res.Error != nil && res.Error.ErrorClass == "cancelled" {
+		errorf(c, "call cancelled (the upstream was told)\n")
+		return silentExit(ExitInterrupted)
 	}
 	if err := render(c, res, func(w io.Writer) error { return printCallResult(w, res) }); err != nil {
 		return err

@@ -27,13 +27,14 @@ import (
 // Exit codes. They are a contract (README "Exit codes"): never renumber.
 const (
 	ExitOK               = 0
-	ExitFailure          = 1 // any other error
-	ExitUsage            = 2 // bad flags, arguments or input
-	ExitProxydNotRunning = 3 // the command needs proxyd and none answers
-	ExitCallFailed       = 4 // mcpx call: the call failed or the tool returned isError
-	ExitDrillFailed      = 5 // a drill's verdict is FAIL
-	ExitAuthRequired     = 6 // not signed in / sign-in needed
-	ExitConfig           = 7 // the config file is invalid
+	ExitFailure          = 1   // any other error
+	ExitUsage            = 2   // bad flags, arguments or input
+	ExitProxydNotRunning = 3   // the command needs proxyd and none answers
+	ExitCallFailed       = 4   // mcpx call: the call failed or the tool returned isError
+	ExitDrillFailed      = 5   // a drill's verdict is FAIL
+	ExitAuthRequired     = 6   // not signed in / sign-in needed
+	ExitConfig           = 7   // the config file is invalid
+	ExitInterrupted      = 130 // mcpx call: cancelled with Ctrl-C
 	// 10-18: mcpx probe result codes (see probe.ExitCode).
 )
 

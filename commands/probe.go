@@ -157,10 +157,11 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 	}
 	var why string
 	var apiErr *api.Error
+	errors.As(err, &apiErr)
 	switch {
 	case api.IsNotRunning(err):
 		why = "proxyd is not running"
-	case api.IsCode(err, api.CodeNoRoute) || (errors.As(err, &apiErr) && apiErr.Status == http.StatusMethodNotAllowed):
+	case api.IsCode(err, api.CodeNoRoute) || (apiErr != nil && apiErr.Status == http.StatusMethodNotAllowed):
 		why = "this proxyd does not serve probes"
 	case api.IsCode(err, api.CodeNotFound) || api.IsCode(err, api.CodeBadRequest):
 		return nil, "", usageErr("%s", apiErr.Message)

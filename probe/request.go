@@ -17,9 +17,9 @@ func (e *UnknownServerError) Error() string {
 	return fmt.Sprintf("no server named %q (see 'mcpx servers')", e.Name)
 }
 
-// ForServer are the options of a probe of a configured server: its URL,
+// forServer are the options of a probe of a configured server: its URL,
 // headers, TLS CA file, transport, protocol and OAuth settings.
-func ForServer(s config.Server) Options {
+func forServer(s config.Server) Options {
 	o := Options{
 		ServerName: s.Name,
 		Target:     s.URL,
@@ -88,7 +88,7 @@ func NewOptions(req api.ProbeRequest, lookup func(name string) (*config.Server, 
 		if s.URL == "" {
 			return Options{}, fmt.Errorf("server %q has no URL (transport %s): probe checks network servers only", s.Name, s.EffectiveTransport())
 		}
-		o = ForServer(*s)
+		o = forServer(*s)
 	}
 	for k, v := range req.Headers {
 		if o.Headers == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 )
@@ -38,23 +37,9 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
+	if req.Stream {
+		return d.streamCall(ctx, w, req)
+	}
 	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
-	resp := api.CallResponse{
-		RequestID: out.RequestID, Server: req.Server, Tool: req.Tool,
-		DurationMS: float64(out.Duration.Microseconds()) / 1000,
-	}
-	if out.Result != nil {
-		resp.Result = out.Result.Raw
-		resp.IsError = out.Result.IsError
-	}
-	if out.Err != nil {
-		resp.Error = &api.CallError{
-			Message:            redact.Text(out.Err.Error()),
-			ErrorClass:         out.Class.Class,
-			FaultDomain:        out.Class.Domain,
-			UpstreamHTTPStatus: out.Class.HTTPStatus,
-			Reason:             out.Class.Reason,
-		}
-	}
-	return writeJSON(w, resp)
+	return writeJSON(w, callResponse(req, out))
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -65,6 +67,8 @@ type Daemon struct {
 	health   *health.Tracker
 	mgr      *upstream.Manager
 	down     *downstream.Server
+	relay    *relay.Relayer
+	streamed streamedCalls // `mcpx call`s streaming their events
 	metrics  *metrics
 	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
@@ -143,8 +147,15 @@ func Run(ctx context.Context, opts Options) error {
 			d.bearerWrapper,
 		},
 		OnChange: func(string) { d.requestSync() },
-		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
+		OnNotification: func(server, method string, params json.RawMessage) {
+			if d.down != nil {
+				d.down.Notify(server, method, params)
+			}
+		},
+		Stderr: func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
+	d.relay = relay.New()
+	defer d.relay.Close()
 	d.down = downstream.New(d, opts.Version, d.log)
 	d.down.SetSessionLimits(cfg.Limits.MaxSessions, time.Duration(cfg.Limits.SessionIdleTimeout))
 	// The re-init counter lives on each connection; metrics read it there.
@@ -192,6 +203,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("proxyd stopping: draining in-flight calls")
 	d.requestShutdown()
 	endStreams()
+	d.down.EndStreams()
 	// Each phase has its own budget, so a slow one does not leave the
 	// next without time.
 	phase := func(name string, f func(context.Context) error) {

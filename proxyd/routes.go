@@ -30,6 +30,8 @@ func (d *Daemon) routes() http.Handler {
 		{"GET /v1/metrics", func(w http.ResponseWriter, r *http.Request) error { metrics.ServeHTTP(w, r); return nil }},
 
 		{"POST /v1/call", d.handleCall},
+		{"POST /v1/call/input", d.handleCallInput},
+		{"POST /v1/call/cancel", d.handleCallCancel},
 		{"POST /v1/probe", d.handleProbe},
 
 		{"POST /v1/login", d.handleLogin},

@@ -18,7 +18,7 @@ var ErrRedirectRefused = httppolicy.ErrRedirectRefused
 
 // NewHTTPClient returns the client for OAuth traffic: redirects follow
 // httppolicy.Redirect (reads may change origin, a POST never does) and
-// every hop's target must also be a URL OAuth may fetch (CheckFetchURL:
+// every hop's target must also be a URL OAuth may fetch (checkFetchURL:
 // https, or http on loopback). When base is nil a transport is built
 // whose dialer also refuses link-local addresses a hostname resolves to.
 func NewHTTPClient(base http.RoundTripper, timeout time.Duration) *http.Client {
@@ -37,7 +37,7 @@ func CheckRedirect(req *http.Request, via []*http.Request) error {
 	if err := (httppolicy.Redirect{CrossOriginReads: true}).Check(req, via); err != nil {
 		return err
 	}
-	if err := CheckFetchURL(req.URL); err != nil {
+	if err := checkFetchURL(req.URL); err != nil {
 		return fmt.Errorf("%w: to %s: %w", ErrRedirectRefused, redact.URL(req.URL.String()), err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,23 @@ var ErrClosed = errors.New("activity store closed")
 
 // Record is one tool call; its wire shape is api.ActivityRecord.
 type Record = api.ActivityRecord
+
+// Input is one request of the upstream for input during a call and the
+// client's answer: accept, decline, cancel, error, refused (the client
+// cannot answer it) or asked (a modern client answers in its retry).
+type Input struct {
+	Method string
+	Action string
+}
+
+// FormatInputs is Record.Inputs for a call's inputs.
+func FormatInputs(in []Input) string {
+	parts := make([]string, len(in))
+	for i, x := range in {
+		parts[i] = x.Method + "=" + x.Action
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Filter selects records. Empty slices and zero times match everything;
 // values within one slice are alternatives.
@@ -410,7 +428,7 @@ func (s *Store) insert(batch []Record) error {
 		r.DurationMS = float64(durUS) / 1000
 		err := stmt.QueryRowContext(ctx, r.Time.UnixNano(), r.Server, r.Tool, durUS, r.Status, r.Error,
 			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
-			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica).Scan(&r.ID)
+			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica, r.Progress, r.Inputs).Scan(&r.ID)
 		if err != nil {
 			return fmt.Errorf("write activity: insert: %w", err)
 		}
@@ -424,7 +442,7 @@ func (s *Store) insert(batch []Record) error {
 
 const insertSQL = `INSERT INTO activity (ts, server, tool, duration_us, status, error,
 	error_class, fault_domain, upstream_http_status, request_id, client, protocol_era,
-	reinit, retried, token_refresh, reason, replica) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`
+	reinit, retried, token_refresh, reason, replica, progress, inputs) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`
 
 // flag stores a bool in an integer column, which both engines accept.
 func flag(b bool) int {

@@ -27,6 +27,13 @@ type ActivityRecord struct {
 	Reinit             bool      `json:"reinit,omitempty"`
 	Retried            bool      `json:"retried,omitempty"`
 	TokenRefresh       bool      `json:"token_refresh,omitempty"`
+	// Progress counts the progress notifications relayed to the client;
+	// Inputs lists the upstream's requests for input (elicitation,
+	// sampling, roots) with the answers' actions, as "method=action, ..."
+	// (action: accept, decline, cancel, error, refused, or asked when a
+	// modern client answers in its retry).
+	Progress int    `json:"progress,omitempty"`
+	Inputs   string `json:"inputs,omitempty"`
 	// Replica is the proxyd that made the call, when several share the
 	// state database.
 	Replica string `json:"replica,omitempty"`

@@ -21,6 +21,10 @@ type CallRequest struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	TimeoutMS int64           `json:"timeout_ms,omitempty"`
+	// Stream asks for the call's events (see CallEvent); Elicitation says
+	// the caller can answer elicitation requests.
+	Stream      bool `json:"stream,omitempty"`
+	Elicitation bool `json:"elicitation,omitempty"`
 }
 
 // CallResponse carries the upstream's result as it came, or the failure

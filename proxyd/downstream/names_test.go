@@ -140,7 +140,7 @@ func TestSessionIDsBounded(t *testing.T) {
 			s.Terminate(id)
 		}
 	}
-	if s.isLive(first) && len(s.live) > DefaultMaxSessions {
+	if s.get(first) != nil && len(s.live) > DefaultMaxSessions {
 		t.Fatal("live sessions are not bounded")
 	}
 	if len(s.live) > DefaultMaxSessions || len(s.terminated) > maxTerminated {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // sessionPrefix marks session ids proxyd issued.
@@ -31,35 +33,114 @@ const (
 	DefaultSessionIdleTimeout = time.Hour
 )
 
-// sessionIDs issues and tracks downstream session ids (legacy era). It is
-// mcp-go's session id manager and also lets the fast path check a session
+// session is what proxyd keeps of one legacy-era client session: what the
+// client declared, its log level, and its relayed requests in flight (for
+// notifications/cancelled).
+type session struct {
+	id string
+
+	// Under sessionIDs.mu: the session's place in the LRU queue and its
+	// last request. streams counts open GET streams: a session listening
+	// for notifications is in use even when it sends nothing.
+	elem    *list.Element
+	used    time.Time
+	streams atomic.Int32
+
+	mu       sync.Mutex
+	caps     relay.Caps
+	level    string // logging/setLevel, "" when never set
+	inflight map[string]context.CancelFunc
+	subs     map[string]bool // resource URIs subscribed to
+}
+
+func (s *session) setCaps(c relay.Caps) {
+	s.mu.Lock()
+	s.caps = c
+	s.mu.Unlock()
+}
+
+func (s *session) capabilities() relay.Caps {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.caps
+}
+
+func (s *session) setLevel(l string) {
+	s.mu.Lock()
+	s.level = l
+	s.mu.Unlock()
+}
+
+func (s *session) logLevel() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.level
+}
+
+// track registers a relayed request under the client's id; the returned
+// func ends the tracking.
+func (s *session) track(id string, cancel context.CancelFunc) func() {
+	if id == "" {
+		return func() {}
+	}
+	s.mu.Lock()
+	if s.inflight == nil {
+		s.inflight = map[string]context.CancelFunc{}
+	}
+	s.inflight[id] = cancel
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.inflight, id)
+		s.mu.Unlock()
+	}
+}
+
+// cancel ends the relayed request id; false when none is in flight.
+func (s *session) cancel(id string) bool {
+	s.mu.Lock()
+	c := s.inflight[id]
+	s.mu.Unlock()
+	if c != nil {
+		c()
+	}
+	return c != nil
+}
+
+// end cancels everything the session has in flight.
+func (s *session) end() {
+	s.mu.Lock()
+	calls := s.inflight
+	s.inflight = nil
+	s.mu.Unlock()
+	for _, c := range calls {
+		c()
+	}
+}
+
+// sessionIDs issues and tracks downstream sessions (legacy era). It is
+// mcp-go's session id manager and also lets the relay find a session
 // without going through the library. A session that ends without DELETE
-// (idle, or evicted at the cap) is released in the library too, through
-// release.
+// (idle, or evicted at the cap) is released in the library too.
 type sessionIDs struct {
 	mu         sync.Mutex
-	live       map[string]*list.Element // of *session
-	lru        *list.List               // front: most recently queued
+	live       map[string]*session
+	lru        *list.List // of *session; front: most recently used
 	terminated map[string]struct{}
 	max        int
 	idle       time.Duration
 	now        func() time.Time
-	// release ends sessions in the library (its per-session state).
+	// ended is told of every session that ends (DELETE or eviction).
+	ended func(*session)
+	// release ends a session proxyd ended in the library (its own
+	// per-session state), as a DELETE would.
 	release []func(id string)
 	// registered counts sessions the library holds state for.
 	registered atomic.Int64
 }
 
-type session struct {
-	id   string
-	used time.Time // last request, under mu
-	// streams counts open GET streams: a session listening for
-	// notifications is in use even when it sends nothing.
-	streams atomic.Int32
-}
-
 func newSessionIDs() *sessionIDs {
-	return &sessionIDs{live: map[string]*list.Element{}, lru: list.New(), terminated: map[string]struct{}{},
+	return &sessionIDs{live: map[string]*session{}, lru: list.New(), terminated: map[string]struct{}{},
 		max: DefaultMaxSessions, idle: DefaultSessionIdleTimeout, now: time.Now}
 }
 
@@ -71,10 +152,12 @@ func (s *sessionIDs) Generate() string {
 	id := sessionPrefix + hex.EncodeToString(b)
 	s.mu.Lock()
 	now := s.now()
-	s.live[id] = s.lru.PushFront(&session{id: id, used: now})
+	sess := &session{id: id, used: now}
+	sess.elem = s.lru.PushFront(sess)
+	s.live[id] = sess
 	ended := s.evict(now)
 	s.mu.Unlock()
-	s.releaseAll(ended)
+	s.endAll(ended)
 	return id
 }
 
@@ -82,23 +165,23 @@ func (s *sessionIDs) Generate() string {
 // recently used, from the back of the queue (every use moves a session to
 // the front). A session with an open GET stream is in use however quiet:
 // it goes to the front instead, unless every session has had its turn.
-// It returns the ended ids; the caller releases them unlocked.
-func (s *sessionIDs) evict(now time.Time) []string {
-	var ended []string
+// It returns the ended sessions; the caller ends them unlocked.
+func (s *sessionIDs) evict(now time.Time) []*session {
+	var ended []*session
 	idleBefore := now.Add(-s.idle)
 	for looked := 0; s.lru.Len() > 0; looked++ {
 		over := len(s.live) > s.max
-		e := s.lru.Back()
-		ss := e.Value.(*session)
+		sess := s.lru.Back().Value.(*session)
 		switch {
-		case ss.streams.Load() > 0 && !(over && looked >= s.lru.Len()):
+		case sess.streams.Load() > 0 && !(over && looked >= s.lru.Len()):
 			if looked >= s.lru.Len() {
 				return ended
 			}
-			ss.used = now
-			s.lru.MoveToFront(e)
-		case over || ss.used.Before(idleBefore):
-			ended = append(ended, s.end(e))
+			sess.used = now
+			s.lru.MoveToFront(sess.elem)
+		case over || sess.used.Before(idleBefore):
+			s.forget(sess)
+			ended = append(ended, sess)
 		default:
 			return ended
 		}
@@ -106,29 +189,33 @@ func (s *sessionIDs) evict(now time.Time) []string {
 	return ended
 }
 
-// end forgets a live session as terminated, under mu.
-func (s *sessionIDs) end(e *list.Element) string {
-	ss := s.lru.Remove(e).(*session)
-	delete(s.live, ss.id)
-	s.remember(ss.id)
-	return ss.id
-}
-
-func (s *sessionIDs) remember(id string) {
+// forget removes a live session, remembering it as terminated; under mu.
+func (s *sessionIDs) forget(sess *session) {
+	s.lru.Remove(sess.elem)
+	delete(s.live, sess.id)
 	if len(s.terminated) >= maxTerminated {
 		for k := range s.terminated {
 			delete(s.terminated, k)
 			break
 		}
 	}
-	s.terminated[id] = struct{}{}
+	s.terminated[sess.id] = struct{}{}
 }
 
-func (s *sessionIDs) releaseAll(ids []string) {
-	for _, id := range ids {
+// endAll ends sessions proxyd evicted: in proxyd, then in the library.
+func (s *sessionIDs) endAll(ended []*session) {
+	for _, sess := range ended {
+		s.finish(sess)
 		for _, r := range s.release {
-			r(id)
+			r(sess.id)
 		}
+	}
+}
+
+func (s *sessionIDs) finish(sess *session) {
+	sess.end()
+	if s.ended != nil {
+		s.ended(sess)
 	}
 }
 
@@ -137,11 +224,11 @@ func (s *sessionIDs) Validate(id string) (isTerminated bool, err error) {
 		return false, errUnknownSession
 	}
 	s.mu.Lock()
-	live := s.touch(id)
+	live := s.touch(id) != nil
 	_, term := s.terminated[id]
 	ended := s.evict(s.now())
 	s.mu.Unlock()
-	s.releaseAll(ended)
+	s.endAll(ended)
 	if term {
 		return true, nil
 	}
@@ -151,47 +238,61 @@ func (s *sessionIDs) Validate(id string) (isTerminated bool, err error) {
 	return false, nil
 }
 
-// touch marks a live session used, under mu; it reports whether id is live.
-func (s *sessionIDs) touch(id string) bool {
-	e, ok := s.live[id]
-	if ok {
-		e.Value.(*session).used = s.now()
-		s.lru.MoveToFront(e)
-	}
-	return ok
-}
-
 func (s *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.live[id]; ok {
-		s.end(e)
+	sess, ok := s.live[id]
+	if !ok {
+		s.mu.Unlock()
+		return false, nil
 	}
+	s.forget(sess)
+	s.mu.Unlock()
+	s.finish(sess)
 	return false, nil
 }
 
-// isLive reports whether id is a current session, and marks it used.
-func (s *sessionIDs) isLive(id string) bool {
+// touch marks a live session used and returns it (nil if not live); under mu.
+func (s *sessionIDs) touch(id string) *session {
+	sess := s.live[id]
+	if sess != nil {
+		sess.used = s.now()
+		s.lru.MoveToFront(sess.elem)
+	}
+	return sess
+}
+
+// get returns the live session id, marked used, or nil.
+func (s *sessionIDs) get(id string) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.touch(id)
 }
 
+// each calls f for every live session.
+func (s *sessionIDs) each(f func(*session)) {
+	s.mu.Lock()
+	all := make([]*session, 0, len(s.live))
+	for _, sess := range s.live {
+		all = append(all, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range all {
+		f(sess)
+	}
+}
+
 // listen marks a session as listening while its GET stream is open; the
 // returned func ends that.
 func (s *sessionIDs) listen(id string) func() {
-	s.mu.Lock()
-	e, ok := s.live[id]
-	s.mu.Unlock()
-	if !ok {
+	sess := s.get(id)
+	if sess == nil {
 		return func() {}
 	}
-	ss := e.Value.(*session)
-	ss.streams.Add(1)
+	sess.streams.Add(1)
 	return func() {
 		s.mu.Lock()
 		s.touch(id)
-		ss.streams.Add(-1)
+		sess.streams.Add(-1)
 		s.mu.Unlock()
 	}
 }

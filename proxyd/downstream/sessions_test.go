@@ -167,8 +167,8 @@ func TestIdleSessionsExpire(t *testing.T) {
 	waitfor.True(t, 5*time.Second, "the GET stream to end on the server", func() bool {
 		ss.s.sessions.mu.Lock()
 		defer ss.s.sessions.mu.Unlock()
-		e, ok := ss.s.sessions.live[listening]
-		return ok && e.Value.(*session).streams.Load() == 0
+		sess, ok := ss.s.sessions.live[listening]
+		return ok && sess.streams.Load() == 0
 	})
 	ss.advance(2 * time.Minute)
 	ss.initialize()

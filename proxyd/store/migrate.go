@@ -103,6 +103,14 @@ var migrations = []migration{
 	CREATE TABLE oauth_leases (server_key TEXT PRIMARY KEY, holder TEXT NOT NULL, expires BIGINT NOT NULL);
 	CREATE TABLE replicas (id TEXT PRIMARY KEY, host TEXT NOT NULL DEFAULT '', pid INTEGER NOT NULL DEFAULT 0, version TEXT NOT NULL DEFAULT '', listen TEXT NOT NULL DEFAULT '', started BIGINT NOT NULL DEFAULT 0, seen BIGINT NOT NULL DEFAULT 0, servers TEXT NOT NULL DEFAULT '');`,
 	},
+	// 5: what a relayed call saw: progress notifications, and the
+	// upstream's requests for input with the answers' actions (JSON).
+	{
+		sqlite: `ALTER TABLE activity ADD COLUMN progress INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE activity ADD COLUMN inputs TEXT NOT NULL DEFAULT '';`,
+		postgres: `ALTER TABLE activity ADD COLUMN progress INTEGER NOT NULL DEFAULT 0,
+		ADD COLUMN inputs TEXT NOT NULL DEFAULT '';`,
+	},
 }
 
 // LatestVersion is the schema version this build writes.

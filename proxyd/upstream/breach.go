@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -90,4 +91,13 @@ func limitCause(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (%v)", le, err)
+}
+
+// replyFor checks that a reply answers request id: a reply under another
+// id, whatever it holds, is not this request's result.
+func replyFor(got json.RawMessage, id string) error {
+	if idKey(got) != "s:"+id {
+		return fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, id, got)
+	}
+	return nil
 }
