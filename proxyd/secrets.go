@@ -50,7 +50,9 @@ func configSecrets(cfg *config.Config) []string {
 
 // secrets is the daemon's current redaction set, replaced on every config
 // change; the logger and every text proxyd shows or stores go through it.
-type secrets struct{ set atomic.Pointer[redact.Secrets] }
+type secrets struct {
+	set atomic.Pointer[redact.Secrets]
+}
 
 func (s *secrets) use(cfg *config.Config) { s.set.Store(redact.NewSecrets(configSecrets(cfg)...)) }
 
