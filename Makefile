@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/mcpx-dev/mcpx/commands.Version=$(VERSION)
 PEERS    := tools/peers
 
-.PHONY: all build demo test unit e2e vet lint peers conformance bench completions check-completions clean
+.PHONY: all build demo test unit e2e vet lint peers conformance bench fuzz completions check-completions clean
 
 all: build
 
@@ -47,6 +47,13 @@ peers:
 
 conformance: peers
 	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -run 'Conformance' -v ./e2e/...
+
+# Every fuzz target (the parsers of outside input) for FUZZTIME each, one
+# at a time. The corpus (testdata/fuzz and each target's seeds) also runs
+# in 'make test', as ordinary tests.
+FUZZTIME ?= 60s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash tools/fuzz.sh
 
 # Each benchmark measures against a baseline taken in the same run and
 # prints the ratio; see README "Performance".

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -400,6 +401,10 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	}
 	if d, ok := strings.CutSuffix(s, "d"); ok {
 		if n, err := strconv.Atoi(d); err == nil && n >= 0 && strconv.Itoa(n) == d {
+			const maxDays = int(math.MaxInt64 / int64(24*time.Hour)) // ~292 years: more overflows
+			if n > maxDays {
+				return time.Time{}, fmt.Errorf("time %q: at most %dd back", s, maxDays)
+			}
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}

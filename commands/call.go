@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -143,6 +144,9 @@ func callArguments(pos, flags []string) (json.RawMessage, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return nil, fmt.Errorf("argument %q is not KEY=VALUE (or pass one JSON object)", kv)
+		}
+		if !utf8.ValidString(kv) {
+			return nil, fmt.Errorf("argument %q is not valid UTF-8, which JSON cannot carry unchanged", kv)
 		}
 		if json.Valid([]byte(v)) && v != "" {
 			m[k] = json.RawMessage(v)

@@ -151,7 +151,7 @@ func (s *boundedStream) check() *callerr.LimitError {
 	switch {
 	case s.line > s.max:
 		return s.limitErr("an event-stream line longer than max_response_bytes (%d bytes)", s.max)
-	case s.event > s.max:
+	case s.event > s.max && !(s.line == 1 && s.lastCR): // a lone CR may start a blank line
 		return s.limitErr("an event-stream event longer than max_response_bytes (%d bytes)", s.max)
 	}
 	return nil
