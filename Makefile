@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/mcpx-dev/mcpx/commands.Version=$(VERSION)
 PEERS    := tools/peers
 
-.PHONY: all build demo test unit e2e vet lint peers conformance bench fuzz completions check-completions clean
+.PHONY: all build demo test unit e2e vet lint peers conformance bench fuzz soak completions check-completions clean
 
 all: build
 
@@ -54,6 +54,14 @@ conformance: peers
 FUZZTIME ?= 60s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) bash tools/fuzz.sh
+
+# The hostile soak for longer than 'make test' runs it (two 5 s phases):
+# misbehaving upstreams, hostile clients, a SIGKILL and a restart after
+# every phase; the pass criteria are printed as figures.
+SOAK_PHASES ?= 6
+SOAK_PHASE  ?= 60s
+soak:
+	MCPX_SOAK_PHASES=$(SOAK_PHASES) MCPX_SOAK_PHASE=$(SOAK_PHASE) $(GO) test -count=1 -v -timeout 60m -run '^TestHostileSoak$$' ./e2e/
 
 # Each benchmark measures against a baseline taken in the same run and
 # prints the ratio; see README "Performance".

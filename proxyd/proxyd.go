@@ -86,6 +86,7 @@ type Daemon struct {
 	// secrets are the config's credentials, kept out of every log line
 	// and every text proxyd shows or stores.
 	secrets secrets
+	names   namingCache
 }
 
 // Run runs proxyd until ctx is done or a shutdown is requested over the

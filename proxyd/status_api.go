@@ -28,16 +28,17 @@ func (d *Daemon) status() api.Status {
 		s.ConfigError = d.secrets.text(d.cfgErr.Error())
 	}
 	d.cfgMu.RUnlock()
+	naming := d.down.Naming() // what the endpoint serves, without working it out again
 	for _, c := range d.mgr.List() {
-		s.Servers = append(s.Servers, d.serverStatus(c))
+		s.Servers = append(s.Servers, d.serverStatus(c, naming))
 	}
 	return s
 }
 
-func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
+func (d *Daemon) serverStatus(c *upstream.Conn, naming downstream.Naming) api.ServerStatus {
 	st := c.Status()
 	st.LastError = d.secrets.text(st.LastError)
-	st.Warnings = d.naming().OmittedBy(c.Name())
+	st.Warnings = naming.OmittedBy(c.Name())
 	h := d.health.Snapshot(c.Name())
 	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
 	if st.State == api.StateReady && h.Degraded {
@@ -112,9 +113,10 @@ func (d *Daemon) handleConnectInfo(w http.ResponseWriter, r *http.Request) error
 func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	want := r.URL.Query().Get("server")
 	out := []api.ServerStatus{}
+	naming := d.down.Naming()
 	for _, c := range d.mgr.List() {
 		if want == "" || c.Name() == want {
-			out = append(out, d.serverStatus(c))
+			out = append(out, d.serverStatus(c, naming))
 		}
 	}
 	if want != "" && len(out) == 0 {
