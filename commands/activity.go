@@ -1,8 +1,8 @@
 package commands
 
 import (
+	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
@@ -29,8 +31,8 @@ func filterFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "status", Usage: "ok or error"},
 		&cli.StringSliceFlag{Name: "error-class", Usage: "network, timeout, http, jsonrpc, tool_error, session_terminated, auth, proxy_policy, proxy_internal, cancelled"},
 		&cli.StringSliceFlag{Name: "fault-domain", Usage: "upstream, proxy or client"},
-		&cli.StringFlag{Name: "since", Usage: "from `WHEN`: a duration ago (1h, 30m, 7d) or RFC 3339"},
-		&cli.StringFlag{Name: "until", Usage: "up to `WHEN`: a duration ago or RFC 3339"},
+		&cli.StringFlag{Name: "since", Usage: "from `WHEN`: a duration ago (1h, 30m, 7d), or a time (RFC 3339 with or without offset, or as tables print it)"},
+		&cli.StringFlag{Name: "until", Usage: "up to `WHEN`: as --since, or +DURATION from now (follow)"},
 	}
 }
 
@@ -44,12 +46,13 @@ Without a subcommand, lists records newest first.
 Examples:
    mcpx activity --fault-domain upstream --since 1h
    mcpx activity --error-class http,timeout --server docs -o json
-   mcpx activity show 42
+   mcpx activity show 42          (or: mcpx activity 42)
    mcpx activity follow --status error
    mcpx activity export --format csv --since 24h > calls.csv
    mcpx activity summary --since 24h --by error_class`,
-	Flags:  append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
-	Action: runActivityList,
+	ArgsUsage: "[ID]",
+	Flags:     append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
+	Action:    runActivityList,
 	Subcommands: []*cli.Command{
 		{
 			Name:   "list",
@@ -71,9 +74,10 @@ Examples:
 			Action: runActivityFollow,
 		},
 		{
-			Name:   "export",
-			Usage:  "stream every matching record as JSON lines or CSV",
-			Flags:  append(filterFlags(), &cli.StringFlag{Name: "format", Value: "jsonl", Usage: "jsonl or csv"}),
+			Name:  "export",
+			Usage: "stream every matching record as JSON lines or CSV",
+			Flags: append(filterFlags(), &cli.StringFlag{Name: "output", Aliases: []string{"o", "format"}, Value: "json",
+				Usage: "`FORMAT`: json (JSON lines), csv, yaml (a document per record) or table"}),
 			Action: runActivityExport,
 		},
 		{
@@ -128,8 +132,14 @@ func activityQuery(c *cli.Context, now time.Time) (api.ActivityQuery, error) {
 }
 
 func runActivityList(c *cli.Context) error {
+	if c.NArg() == 1 && c.Command.Name == "activity" {
+		if _, err := strconv.ParseInt(c.Args().First(), 10, 64); err == nil {
+			return runActivityShow(c) // 'mcpx activity ID' is 'mcpx activity show ID'
+		}
+	}
 	if c.NArg() > 0 {
-		return usageErr("unknown activity subcommand %q (list, show, follow, export, summary)", c.Args().First())
+		return usageErr("unknown activity subcommand %q (list, show, follow, export, summary)%s", c.Args().First(),
+			editdistance.DidYouMean(c.Args().First(), []string{"list", "show", "follow", "export", "summary"}))
 	}
 	if _, err := format(c); err != nil {
 		return err
@@ -142,7 +152,13 @@ func runActivityList(c *cli.Context) error {
 	q.Limit = c.Int("limit")
 	recs, err := newClient(c).Activity(c.Context, q)
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			recs, err = r.Activity(c.Context, q)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	on := colorEnabled(c)
 	return render(c, recs, func(w io.Writer) error {
@@ -188,7 +204,7 @@ func activityRow(r api.ActivityRecord) []string {
 	}
 	return []string{
 		strconv.FormatInt(r.ID, 10),
-		r.Time.Local().Format("2006-01-02 15:04:05"),
+		tableTime(r.Time),
 		shown(r.Server), shown(r.Tool), r.Status,
 		dash(r.ErrorClass), dash(r.FaultDomain), httpStatus,
 		fmt.Sprintf("%.1fms", r.DurationMS),
@@ -215,7 +231,13 @@ func runActivityShow(c *cli.Context) error {
 	}
 	r, err := newClient(c).ActivityRecord(c.Context, id)
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(rec *proxyd.Record) (err error) {
+			r, err = rec.ActivityRecord(c.Context, id)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return render(c, r, func(w io.Writer) error {
 		row := func(k, v string) {
@@ -224,7 +246,7 @@ func runActivityShow(c *cli.Context) error {
 			}
 		}
 		row("id", strconv.FormatInt(r.ID, 10))
-		row("time", r.Time.Format(time.RFC3339Nano))
+		row("time", tableTime(r.Time))
 		row("server", r.Server)
 		row("tool", r.Tool)
 		row("status", r.Status)
@@ -273,6 +295,16 @@ func runActivityFollow(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// --until ends the follow at that time; one already past is a mistake.
+	if !q.Until.IsZero() {
+		if !q.Until.After(time.Now()) {
+			return usageErr("--until %s is not in the future: follow prints records as they come (give a time ahead, e.g. --until +10m)", c.String("until"))
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, q.Until)
+		defer cancel()
+		q.Until = time.Time{}
+	}
 	if f == "table" {
 		errorf(c, "following activity (Ctrl-C to stop)\n")
 	}
@@ -293,7 +325,7 @@ func runActivityFollow(c *cli.Context) error {
 		}
 		switch f {
 		case "json":
-			b, err := json.Marshal(r)
+			b, err := machineJSON(r)
 			if err != nil {
 				return err
 			}
@@ -311,9 +343,12 @@ func runActivityFollow(c *cli.Context) error {
 }
 
 func runActivityExport(c *cli.Context) error {
-	fmtName := c.String("format")
-	if fmtName != "jsonl" && fmtName != "csv" {
-		return usageErr("--format %q: use jsonl or csv", fmtName)
+	fmtName := strings.ToLower(c.String("output"))
+	if fmtName == "jsonl" {
+		fmtName = "json"
+	}
+	if !slices.Contains([]string{"json", "csv", "yaml", "table"}, fmtName) {
+		return usageErr("-o %q: use json (JSON lines), csv, yaml or table", c.String("output"))
 	}
 	q, err := activityQuery(c, time.Now())
 	if err != nil {
@@ -325,9 +360,47 @@ func runActivityExport(c *cli.Context) error {
 		cw = csv.NewWriter(w)
 		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error"})
 	}
+	write := func(r api.ActivityRecord) error {
+		switch fmtName {
+		case "json":
+			b, err := machineJSON(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "%s\n", b)
+			return err
+		case "yaml":
+			b, err := toYAML(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "---\n%s", b)
+			return err
+		case "table":
+			_, err := fmt.Fprintln(w, strings.Join(activityRow(r), "  "))
+			return err
+		}
+		fields := []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
+			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
+			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
+			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error}
+		for i := range fields {
+			fields[i] = shown(fields[i]) // CSV ends up in terminals and spreadsheets, which act on escapes
+		}
+		return cw.Write(fields)
+	}
 	st, err := newClient(c).ExportActivity(c.Context, q)
 	if err != nil {
-		return daemonErr(err)
+		return fromRecord(c, err, func(rec *proxyd.Record) error {
+			if err := rec.ExportActivity(c.Context, q, write); err != nil {
+				return err
+			}
+			if cw != nil {
+				cw.Flush()
+				return cw.Error()
+			}
+			return nil
+		})
 	}
 	defer st.Close()
 	for {
@@ -338,22 +411,9 @@ func runActivityExport(c *cli.Context) error {
 		if err != nil {
 			return daemonErr(err)
 		}
-		if cw == nil {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s\n", b)
-			continue
+		if err := write(r); err != nil {
+			return err
 		}
-		fields := []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
-			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
-			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
-			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error}
-		for i := range fields {
-			fields[i] = shown(fields[i]) // CSV ends up in terminals and spreadsheets, which act on escapes
-		}
-		_ = cw.Write(fields)
 	}
 	if cw != nil {
 		cw.Flush()
@@ -376,7 +436,13 @@ func runActivitySummary(c *cli.Context) error {
 	}
 	rows, err := newClient(c).ActivitySummary(c.Context, q, by)
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			rows, err = r.ActivitySummary(c.Context, q, by)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return render(c, rows, func(w io.Writer) error {
 		if len(rows) == 0 {
@@ -408,16 +474,25 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}
+	if ahead, ok := strings.CutPrefix(s, "+"); ok {
+		if d, err := time.ParseDuration(ahead); err == nil && d >= 0 {
+			return now.Add(d), nil
+		}
+		return time.Time{}, fmt.Errorf("time %q: +DURATION counts forward from now, e.g. +10m", s)
+	}
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
 			return time.Time{}, fmt.Errorf("time %q: durations count back from now and must not be negative", s)
 		}
 		return now.Add(-d), nil
 	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+	// RFC 3339 with or without the offset (then local time), and the form
+	// the tables print ("2026-01-02 15:04:05 +01:00").
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05 Z07:00",
+		"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
 		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("time %q: want a duration such as 30m, 1h or 7d, or an RFC 3339 time such as 2026-01-02T15:04:05Z", s)
+	return time.Time{}, fmt.Errorf("time %q: want a duration such as 30m, 1h or 7d, or a time such as 2026-01-02T15:04:05Z, 2026-01-02T15:04:05 (local) or 2026-01-02 15:04:05 +01:00 (as tables print it)", s)
 }

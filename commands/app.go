@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 )
@@ -24,7 +25,7 @@ Start here:
    mcpx connect-info                 how to point an MCP client at proxyd
 
 Global flags (--socket, --config, --state-dir, --no-color) may stand before
-or after the command. Exit codes are stable: see the README.`
+or after the command. Exit codes are stable: 'mcpx help exit-codes'.`
 
 // Help categories of 'mcpx help'.
 const (
@@ -49,6 +50,11 @@ var commands = []struct {
 	{serversCommand, catServers},
 	{toolsCommand, catServers},
 	{callCommand, catServers},
+	{resourcesCommand, catServers},
+	{readCommand, catServers},
+	{promptsCommand, catServers},
+	{promptCommand, catServers},
+	{rpcCommand, catServers},
 	{connectInfoCommand, catServers},
 	{stdioCommand, catServers},
 	{probeCommand, catDiagnose},
@@ -59,6 +65,7 @@ var commands = []struct {
 	{logoutCommand, catSignIn},
 	{authCommand, catSignIn},
 	{completionCommand, catShell},
+	{helpCommand, catShell},
 }
 
 // New builds the command tree. Tests run it in-process.
@@ -70,11 +77,13 @@ func New(stdout, stderr io.Writer) *cli.App {
 		cmds = append(cmds, cc)
 	}
 	app := &cli.App{
-		Name:                   "mcpx",
-		Usage:                  "ops and diagnostics for MCP connections",
-		Description:            appDescription,
-		Version:                Version,
-		Flags:                  globalFlags,
+		Name:        "mcpx",
+		Usage:       "ops and diagnostics for MCP connections",
+		Description: appDescription,
+		Version:     Version,
+		// The help command is ours (help topics), so urfave/cli adds no
+		// --help flag of its own at the top.
+		Flags:                  append(slices.Clip(globalFlags), cli.HelpFlag, cli.VersionFlag),
 		Commands:               cmds,
 		EnableBashCompletion:   true,
 		UseShortOptionHandling: false,
@@ -100,6 +109,9 @@ func cloneCommand(c *cli.Command) *cli.Command {
 	cp := *c
 	cp.Flags = append([]cli.Flag(nil), c.Flags...)
 	cp.Subcommands = nil
+	// 'mcpx help COMMAND' and --help serve; a 'help' subcommand under
+	// every group would only clutter help and completion.
+	cp.HideHelpCommand = true
 	for _, s := range c.Subcommands {
 		cp.Subcommands = append(cp.Subcommands, cloneCommand(s))
 	}
@@ -116,7 +128,10 @@ func propagateUsageErrors(c *cli.Command) {
 // Main runs mcpx with os.Args and returns the process exit code.
 func Main() int {
 	app := New(os.Stdout, os.Stderr)
-	err := app.RunContext(context.Background(), normalizeArgs(app, os.Args))
+	args, err := preflight(app, os.Args)
+	if err == nil {
+		err = app.RunContext(context.Background(), normalizeArgs(app, args))
+	}
 	if err != nil && !IsSilent(err) {
 		fmt.Fprintf(os.Stderr, "mcpx: %s\n", shown(err.Error()))
 	}

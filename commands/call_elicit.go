@@ -52,8 +52,8 @@ func (e elicitation) fields() []field {
 	_ = json.Unmarshal(e.RequestedSchema, &required)
 	props, _ := relay.Member(e.RequestedSchema, "properties")
 	var out []field
-	relay.EachMember(props, func(key string, member []byte) {
-		v, _ := relay.Member(props, key)
+	relay.EachValue(props, func(k, v []byte) {
+		key := string(k)
 		var f field
 		if json.Unmarshal(v, &f) != nil {
 			return

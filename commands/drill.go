@@ -50,10 +50,11 @@ func runDrill[R any, P interface {
 		case api.DrillEventProgress:
 			errorf(c, "%s  %s\n", ev.Time.Local().Format("15:04:05.000"), redact.Control(ev.Message))
 		case api.DrillEventError:
+			// The drill could not run: not a pass.
 			if ev.Error != nil {
-				return errors.New("drill: " + redact.Control(ev.Error.Message))
+				return exitErr(ExitUnavailable, errors.New("drill cannot run: "+redact.Control(ev.Error.Message)))
 			}
-			return errors.New("drill failed")
+			return exitErr(ExitUnavailable, errors.New("drill cannot run"))
 		case api.DrillEventReport:
 			rep = ev.Report
 		}

@@ -3,8 +3,11 @@ package commands
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -16,7 +19,9 @@ var healthCommand = &cli.Command{
 	Description: `A ready server whose tool calls mostly fail is degraded: at least 5 calls
 in the last 5 minutes and more than half failed. Tool errors (isError),
 proxy policy refusals, cancellations and sign-in prompts do not count.
-Connection, auth and disabled states take precedence.
+Connection, auth and disabled states take precedence. Exits 9 when a
+server shown is not ready (degraded, error, connecting; disabled ones
+aside), so it can gate CI.
 
 Examples:
    mcpx health
@@ -31,10 +36,18 @@ func runHealth(c *cli.Context) error {
 		return err
 	}
 	out, err := newClient(c).Health(c.Context, c.Args().First())
+	offline := false
 	if err != nil {
-		return daemonErr(err)
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			out, err = r.Health(c.Context, c.Args().First())
+			offline = true
+			return err
+		})
 	}
-	return render(c, out, func(w io.Writer) error {
+	if err != nil {
+		return err
+	}
+	err = render(c, out, func(w io.Writer) error {
 		t := newTable(w, "SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY")
 		for _, s := range out {
 			h := s.Health
@@ -45,8 +58,28 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), oneLine(summary, 70)})
+			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)})
 		}
 		return t.Render()
 	})
+	if err != nil {
+		return err
+	}
+	// A CI gate: without proxyd nothing is served, whatever the record
+	// says; any server shown that is not ready (disabled ones aside)
+	// fails it too.
+	if offline {
+		return silentExit(ExitProxydNotRunning)
+	}
+	var bad []string
+	for _, s := range out {
+		if s.State != api.StateReady && s.State != api.StateDisabled {
+			bad = append(bad, s.Name+" is "+s.State)
+		}
+	}
+	if len(bad) > 0 {
+		errorf(c, "unhealthy: %s\n", strings.Join(bad, ", "))
+		return silentExit(ExitUnavailable)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/probe"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -59,6 +60,7 @@ Examples:
 		&cli.StringFlag{Name: "transport", Usage: "streamable-http or sse (default: the config's, else streamable-http)"},
 		&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern (default: the config's, else auto)"},
 		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
+		&cli.BoolFlag{Name: "show-certs", Usage: "print every certificate the server presented, with its PEM (in -o json too)"},
 		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
 		outputFlag,
 	},
@@ -81,7 +83,16 @@ func runProbe(c *cli.Context) error {
 		return err
 	}
 	errorf(c, "%s\n", note)
-	if err := render(c, rep, func(w io.Writer) error { return probeTable(w, rep, colorEnabled(c), c.Bool("waterfall")) }); err != nil {
+	if !c.Bool("show-certs") {
+		withoutPEM(rep)
+	}
+	if err := render(c, rep, func(w io.Writer) error {
+		if err := probeTable(w, rep, colorEnabled(c), c.Bool("waterfall")); err != nil {
+			return err
+		}
+		printCertificates(w, rep, c.Bool("show-certs"))
+		return nil
+	}); err != nil {
 		return err
 	}
 	code := probe.ExitCode(rep.Result.Code)
@@ -163,7 +174,9 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 		why = "proxyd is not running"
 	case api.IsCode(err, api.CodeNoRoute) || (apiErr != nil && apiErr.Status == http.StatusMethodNotAllowed):
 		why = "this proxyd does not serve probes"
-	case api.IsCode(err, api.CodeNotFound) || api.IsCode(err, api.CodeBadRequest):
+	case api.IsCode(err, api.CodeNotFound):
+		return nil, "", err
+	case api.IsCode(err, api.CodeBadRequest):
 		return nil, "", usageErr("%s", apiErr.Message)
 	case err == nil:
 		why = "proxyd returned an empty report"
@@ -171,11 +184,15 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 		why = "proxyd could not run it"
 	}
 	var cfgErr error
+	var names []string
 	opts, err := probe.NewOptions(req, func(name string) (*config.Server, bool) {
 		cfg, err := config.Load(configPath(c))
 		if err != nil {
 			cfgErr = exitErr(ExitConfig, fmt.Errorf("TARGET %q is not a URL and the config cannot be read: %w", name, err))
 			return nil, false
+		}
+		for _, s := range cfg.Servers {
+			names = append(names, s.Name)
 		}
 		return cfg.Server(name)
 	})
@@ -184,7 +201,7 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 	case cfgErr != nil:
 		return nil, "", cfgErr
 	case errors.As(err, &unknown):
-		return nil, "", usageErr("TARGET %q is neither an absolute http(s) URL nor a configured server (see 'mcpx servers')", unknown.Name)
+		return nil, "", exitErr(ExitNotFound, fmt.Errorf("TARGET %q is neither an absolute http(s) URL nor a configured server%s (see 'mcpx servers')", unknown.Name, editdistance.DidYouMean(unknown.Name, names)))
 	case err != nil:
 		return nil, "", usageErr("%v", err)
 	}

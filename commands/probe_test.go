@@ -127,7 +127,6 @@ func TestProbeUsageErrors(t *testing.T) {
 		{"probe", "https://x.test/mcp", "--protocol", "v9"},
 		{"probe", "https://x.test/mcp", "--transport", "stdio"},
 		{"probe", "https://x.test/mcp", "--timeout", "0s"},
-		{"probe", "not-a-configured-server"},
 		{"probe", "https://x.test/mcp", "-o", "xml"},
 	}
 	for _, args := range tests {
@@ -135,6 +134,9 @@ func TestProbeUsageErrors(t *testing.T) {
 		if code != ExitUsage && code != ExitConfig {
 			t.Errorf("%v: exit %d, want usage (stderr %s)", args, code, stderr)
 		}
+	}
+	if _, stderr, code := runMCPX(t, "", "probe", "not-a-configured-server"); code != ExitNotFound {
+		t.Errorf("probe of an unknown server: exit %d, want %d (stderr %s)", code, ExitNotFound, stderr)
 	}
 	// A mistyped URL is not echoed: it may carry credentials.
 	_, stderr, _ := runMCPX(t, "", "probe", "https//user:canary-typo-pass@x.test/mcp")

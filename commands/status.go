@@ -14,23 +14,36 @@ import (
 )
 
 var statusCommand = &cli.Command{
-	Name:  "status",
-	Usage: "show proxyd and the state of each upstream server",
+	Name:      "status",
+	Aliases:   []string{"describe"},
+	Usage:     "show proxyd and the state of each upstream server, or one server in full",
+	ArgsUsage: "[SERVER]",
 	Description: `Shows the daemon (version, uptime, socket, MCP endpoint) and, per server,
 its state (connecting, ready, degraded, error, disabled), protocol era,
-tool count and last error. When proxyd is not running it says so, lists
-the configured servers, and exits 3.
+tool count and the cause of its last error. When proxyd is not running it
+says so, lists the configured servers, and exits 3.
+
+With SERVER (or as 'mcpx describe SERVER'), shows that server in full:
+state and since when, the whole last error (a stdio server's last stderr
+lines included), next retry, session, era, counters, health, and the
+command to run next. Exits 9 when the server is in state error, 8 when
+there is no such server.
 
 Examples:
    mcpx status
+   mcpx status docs
    mcpx status -o json | jq '.servers[] | select(.state != "ready")'`,
-	Flags:  []cli.Flag{outputFlag},
-	Action: runStatus,
+	Flags:        []cli.Flag{outputFlag},
+	BashComplete: completeServers,
+	Action:       runStatus,
 }
 
 func runStatus(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
+	}
+	if c.NArg() > 1 {
+		return usageErr("status takes at most one SERVER")
 	}
 	st, err := newClient(c).Status(c.Context)
 	if err != nil {
@@ -38,6 +51,9 @@ func runStatus(c *cli.Context) error {
 			printConfiguredServers(c)
 		}
 		return daemonErr(err)
+	}
+	if name := c.Args().First(); name != "" {
+		return describeServer(c, st, name)
 	}
 	return render(c, st, func(w io.Writer) error {
 		fmt.Fprintf(w, "proxyd %s (pid %d), up %s\n", st.Version, st.PID, humanDuration(time.Duration(st.UptimeSeconds*float64(time.Second))))
@@ -67,7 +83,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 	for _, s := range servers {
 		detail := s.Summary
 		if detail == "" && s.LastError != "" {
-			detail = oneLine(s.LastError, 60)
+			detail = fitCause(s.LastError, 60)
 			if s.NextRetry != nil {
 				detail += fmt.Sprintf(" (retry in %s)", humanDuration(time.Until(*s.NextRetry)))
 			}

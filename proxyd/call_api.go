@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 )
@@ -37,9 +38,46 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
+	if req.CheckSchema {
+		ctx = withSchemaCheck(ctx)
+	}
 	if req.Stream {
 		return d.streamCall(ctx, w, req)
 	}
 	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
-	return writeJSON(w, callResponse(req, out))
+	return writeJSON(w, d.explainMissing(req, callResponse(req, out)))
+}
+
+// explainMissing marks a failed call whose server or tool does not exist
+// (error.not_found) and adds the nearest name to its message.
+func (d *Daemon) explainMissing(req api.CallRequest, resp api.CallResponse) api.CallResponse {
+	if resp.Error == nil {
+		return resp
+	}
+	if missing, hint := d.callTarget(req.Server, req.Tool); missing != "" {
+		resp.Error.NotFound = missing
+		resp.Error.Message += hint
+	}
+	return resp
+}
+
+// callTarget says what of a call's target does not exist ("server",
+// "tool" or "") and the did-you-mean hint for it. A tool is only known
+// missing once its server is ready and has listed its tools.
+func (d *Daemon) callTarget(srv, tool string) (missing, hint string) {
+	if srv == "" {
+		var names []string
+		for name := range d.naming().Tools {
+			names = append(names, name)
+		}
+		return "tool", editdistance.DidYouMean(tool, names)
+	}
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return "server", editdistance.DidYouMean(srv, d.serverNames())
+	}
+	if _, known := c.Tool(tool); !known && c.State() == api.StateReady {
+		return "tool", toolHint(c, tool)
+	}
+	return "", ""
 }

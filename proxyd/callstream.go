@@ -174,7 +174,7 @@ func (d *Daemon) streamCall(ctx context.Context, w http.ResponseWriter, req api.
 	out := d.funnel(ctx, &relayed{server: req.Server, method: "tools/call", name: req.Tool, args: req.Arguments, peer: p,
 		token:    json.RawMessage(`"mcpx-call"`),
 		callMeta: downstream.CallMeta{Client: "cli", RequestID: id}})
-	res := callResponse(req, out)
+	res := d.explainMissing(req, callResponse(req, out))
 	p.send(api.CallEvent{Event: api.EventResult, Result: &res})
 	p.mu.Lock()
 	p.ended = true

@@ -104,6 +104,8 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 			out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("server %q has no tool %q (see 'mcpx tools %s')", srv, tool, srv)}
 		} else if params == nil && len(rq.args) > 0 && !validArgs(rq.args) {
 			out.Err = &callerr.RefusedError{Reason: "arguments must be a JSON object"}
+		} else if err := checkArgs(ctx, conn, tool, rq.args); err != nil {
+			out.Err = err
 		} else {
 			if params == nil {
 				params, out.Err = upstream.CallParams(tool, rq.args)

@@ -29,7 +29,7 @@ func streamDrill[R any](w http.ResponseWriter, r *http.Request, run func(ctx con
 	})
 	if err != nil {
 		_ = out.send(api.DrillEvent[R]{Type: api.DrillEventError, Time: time.Now().UTC(),
-			Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: redact.Text(err.Error())}})
+			Error: &api.ErrorDetail{Code: api.CodeUnavailable, Message: redact.Text(err.Error())}})
 		return
 	}
 	_ = out.send(api.DrillEvent[R]{Type: api.DrillEventReport, Time: time.Now().UTC(), Report: &rep})
@@ -53,11 +53,18 @@ func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) erro
 	}
 	conn, ok := d.mgr.Get(req.Server)
 	if !ok {
-		return notFound("unknown server %q (see 'mcpx servers')", req.Server)
+		return d.noServer(req.Server)
 	}
 	cfg := conn.Config()
 	if cfg.Disabled {
-		return badRequest("server %q is disabled in the config", req.Server)
+		return unavailable("server %q is disabled in the config: the drill cannot run", req.Server)
+	}
+	if st := conn.State(); st != api.StateReady && st != api.StateDegraded {
+		why := ""
+		if e := conn.Status().LastError; e != "" {
+			why = ": " + e
+		}
+		return unavailable("server %q is %s%s; the drill cannot run (see 'mcpx status %s')", req.Server, st, why, req.Server)
 	}
 	call := func(ctx context.Context, tool string, args json.RawMessage) drill.Outcome {
 		ctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout())
@@ -116,14 +123,14 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 	}
 	conn, ok := d.mgr.Get(s.Name)
 	if !ok {
-		return notFound("no server named %q", s.Name)
+		return d.noServer(s.Name)
 	}
 	t := &refreshTarget{coord: d.auth.coord, key: serverKey(s), conn: conn}
 	tok, err := d.auth.store.Token(r.Context(), t.key)
 	if err != nil {
-		return conflict("not signed in to %s: run 'mcpx login %s' first", s.Name, s.Name)
+		return authRequired("not signed in to %s: run 'mcpx login %s' first", s.Name, s.Name)
 	}
-	if tok.RefreshToken == "" {
+	if tok.RefreshToken == "" && d.machineGrant(s) == nil {
 		return conflict("the grant for %s has no refresh token: nothing to drill (the server did not issue one; see 'mcpx auth status %s')", s.Name, s.Name)
 	}
 	streamDrill(w, r, func(ctx context.Context, progress func(string)) (api.RefreshDrillReport, error) {

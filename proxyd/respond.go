@@ -36,6 +36,18 @@ func conflict(format string, a ...any) error {
 	return &apiError{http.StatusConflict, api.CodeConflict, fmt.Sprintf(format, a...)}
 }
 
+func invalidConfig(format string, a ...any) error {
+	return &apiError{http.StatusUnprocessableEntity, api.CodeInvalidConfig, fmt.Sprintf(format, a...)}
+}
+
+func authRequired(format string, a ...any) error {
+	return &apiError{http.StatusUnauthorized, api.CodeAuthRequired, fmt.Sprintf(format, a...)}
+}
+
+func unavailable(format string, a ...any) error {
+	return &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, fmt.Sprintf(format, a...)}
+}
+
 // writeError answers with the one error shape.
 func writeError(w http.ResponseWriter, err error) {
 	var ae *apiError

@@ -33,10 +33,14 @@ func (d *Daemon) routes() http.Handler {
 		{"POST /v1/call/input", d.handleCallInput},
 		{"POST /v1/call/cancel", d.handleCallCancel},
 		{"POST /v1/probe", d.handleProbe},
+		{"GET /v1/resources", d.handleResources},
+		{"GET /v1/prompts", d.handlePrompts},
+		{"POST /v1/rpc", d.handleRPC},
 
 		{"POST /v1/login", d.handleLogin},
 		{"POST /v1/logout", d.handleLogout},
 		{"GET /v1/auth/status", d.handleAuthStatus},
+		{"POST /v1/auth/token", d.handleSetToken},
 
 		{"GET /v1/activity", d.handleActivityList},
 		{"GET /v1/activity/follow", d.handleActivityFollow},

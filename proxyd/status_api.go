@@ -76,7 +76,7 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if !found {
-		return notFound("no server named %q (see 'mcpx servers')", want)
+		return d.noServer(want)
 	}
 	return writeJSON(w, out)
 }
@@ -84,7 +84,7 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 func (d *Daemon) handleReload(w http.ResponseWriter, r *http.Request) error {
 	res, err := d.reload()
 	if err != nil {
-		return badRequest("config not reloaded, the running configuration stays: %v", err)
+		return invalidConfig("config not reloaded, the running configuration stays: %v", err)
 	}
 	return writeJSON(w, res)
 }
@@ -120,7 +120,7 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if want != "" && len(out) == 0 {
-		return notFound("no server named %q", want)
+		return d.noServer(want)
 	}
 	return writeJSON(w, out)
 }

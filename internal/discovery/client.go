@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,12 +25,26 @@ var ErrRedirectRefused = httppolicy.ErrRedirectRefused
 // whose dialer also refuses link-local addresses a hostname resolves to.
 func NewHTTPClient(base http.RoundTripper, timeout time.Duration) *http.Client {
 	if base == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: refuseLinkLocal}
-		t.DialContext = d.DialContext
-		base = t
+		base = transport(nil)
 	}
 	return &http.Client{Transport: base, Timeout: timeout, CheckRedirect: CheckRedirect}
+}
+
+// NewHTTPClientTrusting is NewHTTPClient trusting roots instead of the
+// system store (a server's tls.ca_file): the whole sign-in of a server
+// behind a private CA uses it.
+func NewHTTPClientTrusting(roots *x509.CertPool, timeout time.Duration) *http.Client {
+	return &http.Client{Transport: transport(roots), Timeout: timeout, CheckRedirect: CheckRedirect}
+}
+
+func transport(roots *x509.CertPool) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: refuseLinkLocal}
+	t.DialContext = d.DialContext
+	if roots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	return t
 }
 
 // CheckRedirect is the redirect policy of NewHTTPClient, usable on any

@@ -38,9 +38,18 @@ func (f Filter) where() (string, []any) {
 	set("server", f.Servers)
 	set("tool", f.Tools)
 	set("status", f.Statuses)
-	set("error_class", f.ErrorClasses)
-	set("fault_domain", f.FaultDomains)
-	set("replica", f.Replicas)
+	// These columns' indexes hold only rows with a value (schema 7); the
+	// literal term lets the planner use them for a filter that names
+	// values, as every filter does.
+	partial := func(col string, vals []string) {
+		set(col, vals)
+		if len(vals) > 0 && !slices.Contains(vals, "") {
+			conds = append(conds, col+" != ''")
+		}
+	}
+	partial("error_class", f.ErrorClasses)
+	partial("fault_domain", f.FaultDomains)
+	partial("replica", f.Replicas)
 	if !f.Since.IsZero() {
 		conds = append(conds, "ts >= ?")
 		args = append(args, f.Since.UnixNano())

@@ -25,6 +25,14 @@ const (
 	CodeForbidden  = "forbidden"
 	CodeConflict   = "conflict"
 	CodeInternal   = "internal"
+	// CodeInvalidConfig: the config file is invalid (a reload kept the
+	// running configuration).
+	CodeInvalidConfig = "invalid_config"
+	// CodeAuthRequired: the request needs a sign-in first.
+	CodeAuthRequired = "auth_required"
+	// CodeUnavailable: the server is not in a state to do what was asked
+	// (not ready, nothing a drill can call).
+	CodeUnavailable = "unavailable"
 	// CodeNoRoute: this daemon has no such endpoint (an older version).
 	CodeNoRoute = "no_route"
 	// CodeTooLarge: the request body is over limits.max_request_bytes.

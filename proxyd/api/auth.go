@@ -39,6 +39,17 @@ type LoginResult struct {
 	ClientSource    string    `json:"client_source"` // configured | metadata_document | registered
 	NewRegistration bool      `json:"new_registration"`
 	Warnings        []string  `json:"warnings"`
+	// Connection is how the server's reconnection with the new token
+	// went: the sign-in answers once it has finished.
+	Connection *LoginConnection `json:"connection,omitempty"`
+}
+
+// LoginConnection is the server's state after the reconnection that
+// follows a sign-in.
+type LoginConnection struct {
+	State string `json:"state"` // ready | degraded | error | disabled
+	Tools int    `json:"tools"`
+	Error string `json:"error,omitempty"` // why it is not usable
 }
 
 // LogoutRequest is POST /v1/logout.
@@ -70,4 +81,15 @@ type AuthStatus struct {
 	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
 	NextProactive *time.Time `json:"next_proactive_refresh,omitempty"`
 	Refreshing    bool       `json:"refreshing"`
+	// Grant is how tokens are obtained: authorization_code,
+	// client_credentials, jwt_bearer or token_exchange.
+	Grant string `json:"grant"`
+	// Binding is how the token is presented: Bearer, or DPoP when it is
+	// bound to the grant's key.
+	Binding string `json:"binding,omitempty"`
+	// IdentitySource is where a jwt_bearer or token_exchange grant reads
+	// its identity token: the ${file:...} or ${env:...} reference.
+	IdentitySource string `json:"identity_source,omitempty"`
+	// Issuer is the authorization server the credentials are keyed by.
+	Issuer string `json:"issuer,omitempty"`
 }

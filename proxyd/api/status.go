@@ -9,6 +9,8 @@ const (
 	StateDegraded   = "degraded"
 	StateError      = "error"
 	StateDisabled   = "disabled"
+	// StateUnknown: read from the record while proxyd is not running.
+	StateUnknown = "unknown"
 )
 
 // Status is GET /v1/status.

@@ -25,6 +25,10 @@ type CallRequest struct {
 	// the caller can answer elicitation requests.
 	Stream      bool `json:"stream,omitempty"`
 	Elicitation bool `json:"elicitation,omitempty"`
+	// CheckSchema: check the arguments against the tool's input schema
+	// before sending (the command line's KEY=VALUE arguments); a mismatch
+	// is refused as the caller's fault.
+	CheckSchema bool `json:"check_schema,omitempty"`
 }
 
 // CallResponse carries the upstream's result as it came, or the failure
@@ -46,4 +50,8 @@ type CallError struct {
 	FaultDomain        string `json:"fault_domain"`
 	UpstreamHTTPStatus int    `json:"upstream_http_status,omitempty"`
 	Reason             string `json:"reason,omitempty"`
+	// NotFound names what the request named that does not exist:
+	// "server", "tool", "prompt" (the message says which and the nearest
+	// name, if any).
+	NotFound string `json:"not_found,omitempty"`
 }

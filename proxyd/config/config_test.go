@@ -172,7 +172,9 @@ func TestParseErrors(t *testing.T) {
 		{"transport stdio with url", "servers:\n  - name: a\n    url: https://x/mcp\n    transport: stdio\n", 4, 16, "transport stdio needs command", ""},
 		{"transport sse with command", "servers:\n  - name: a\n    command: x\n    transport: sse\n", 4, 16, "transport sse needs url", ""},
 		{"protocol unknown", "servers:\n  - name: a\n    url: https://x/mcp\n    protocol: v2\n", 4, 15, `unknown protocol "v2"`, "auto"},
-		{"authorization header", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      authorization: Bearer abc\n", 5, 7, "headers must not set authorization", "mcpx login a"},
+		{"bad header reference", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      x-team: ${vault:abc}\n", 5, 7, "unknown reference", "${env:NAME}"},
+		{"cookie header", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      Cookie: s=abc123\n", 5, 7, "holds a credential", "mcpx auth set-token a"},
+		{"authorization header", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      authorization: Bearer abc\n", 5, 7, "header authorization holds a credential written into the config file", "${env:NAME}"},
 		{"header name invalid", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      \"X Team\": a\n", 5, 7, `invalid header name "X Team"`, ""},
 		{"header value CRLF", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      X-A: \"a\\r\\nb\"\n", 5, 12, "header X-A has an invalid value", "one line"},
 		{"managed header", "servers:\n  - name: a\n    url: https://x/mcp\n    headers:\n      Mcp-Session-Id: x\n", 5, 7, "managed by mcpx", ""},
@@ -201,6 +203,23 @@ func TestParseErrors(t *testing.T) {
 		{"state keyword dsn password", "state:\n  postgres: host=db user=app password=hunter2\n", 2, 13, "must not contain a password", ""},
 		{"state unknown reference", "state:\n  postgres: ${vault:x}\n", 2, 13, "unknown reference", ""},
 		{"state unknown key", "state:\n  mysql: x\n", 2, 3, "unknown key", ""},
+		{"unknown grant", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: password}\n", 4, 20, `unknown oauth grant "password"`, "client_credentials"},
+		{"client credentials inline secret", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: client_credentials, client_id: c, client_secret: hunter2}\n", 4, 69, "client_secret must be a reference", "${env:NAME}"},
+		{"client credentials without credentials", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: client_credentials, client_id: c}\n", 4, 13, "needs client_secret or private_key", "private_key_jwt"},
+		{"client credentials without client_id", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: client_credentials, private_key: \"${file:/k.pem}\"}\n", 4, 13, "needs client_id", ""},
+		{"private key inline", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      client_id: c\n      private_key: \"-----BEGIN PRIVATE KEY-----hunter2\"\n", 6, 20, "private_key must be a reference", "${file:/path}"},
+		{"secret and key", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      client_id: c\n      client_secret: \"${env:S}\"\n      private_key: \"${file:/k}\"\n", 7, 7, "both client_secret and private_key", ""},
+		{"auth method mismatch", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      client_id: c\n      client_secret: \"${env:S}\"\n      token_endpoint_auth_method: private_key_jwt\n", 7, 35, "does not match the configured credentials", "private_key_jwt needs private_key"},
+		{"unknown auth method", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {token_endpoint_auth_method: tls_client_auth}\n", 4, 41, `unknown token_endpoint_auth_method "tls_client_auth"`, "private_key_jwt"},
+		{"jwt bearer without assertion", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: jwt_bearer}\n", 4, 13, "needs assertion", "${file:/var/run/secrets/tokens/mcp}"},
+		{"assertion inline", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: jwt_bearer, assertion: eyJhunter2}\n", 4, 43, "assertion must be a reference", ""},
+		{"assertion without jwt bearer", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {assertion: \"${env:T}\"}\n", 4, 13, "assertion is used only by grant: jwt_bearer", "grant: jwt_bearer"},
+		{"token exchange without idp", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: token_exchange, client_id: c}\n", 4, 13, "needs identity_provider", "issuer"},
+		{"token exchange idp incomplete", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      grant: token_exchange\n      client_id: c\n      identity_provider: {issuer: \"https://idp.example\", client_id: i}\n", 5, 7, "needs identity_provider.id_token", "id_token"},
+		{"idp id token inline", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      grant: token_exchange\n      client_id: c\n      identity_provider: {issuer: \"https://idp.example\", client_id: i, id_token: hunter2}\n", 7, 82, "identity_provider.id_token must be a reference", "id_token: ${env:NAME}"},
+		{"idp issuer http", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      grant: token_exchange\n      client_id: c\n      identity_provider: {issuer: \"http://idp.example\", client_id: i, id_token: \"${env:T}\"}\n", 7, 35, "uses http:// on a non-loopback host", ""},
+		{"idp without token exchange", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      identity_provider: {issuer: \"https://idp.example\"}\n", 5, 7, "identity_provider is used only by grant: token_exchange", ""},
+		{"unknown identity provider key", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      grant: token_exchange\n      identity_provider: {isuer: x}\n", 6, 27, `unknown key "isuer"`, "issuer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,6 +284,11 @@ func TestParseAccepts(t *testing.T) {
 		{"state dsn", "state: {postgres: \"postgres://mcpx@db.example:5432/mcpx?sslmode=require\"}\n"},
 		{"state dsn password by reference", "state: {postgres: \"postgres://mcpx:${env:PGPASSWORD}@db/mcpx\"}\n"},
 		{"state dsn by file", "state: {postgres: \"${file:/run/secrets/mcpx-dsn}\"}\n"},
+		{"client credentials with a secret", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: client_credentials, client_id: c, client_secret: \"${env:S}\", dpop: true}\n"},
+		{"client credentials with a key", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: client_credentials, client_id: c, private_key: \"${file:/k.pem}\", token_endpoint_auth_method: private_key_jwt}\n"},
+		{"jwt bearer", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {grant: jwt_bearer, client_id: w, assertion: \"${file:/var/run/secrets/tokens/mcp}\"}\n"},
+		{"token exchange", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth:\n      grant: token_exchange\n      client_id: c\n      client_secret: \"${env:S}\"\n      identity_provider: {token_endpoint: \"https://idp.example/token\", client_id: i, id_token: \"${env:ID}\"}\n"},
+		{"browser sign-in secret inline", "servers:\n  - name: a\n    url: https://x/mcp\n    oauth: {client_id: c, client_secret: s}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -270,8 +270,8 @@ func splitMeta(meta []byte) (token json.RawMessage, own json.RawMessage) {
 		token = append(json.RawMessage(nil), t...)
 	}
 	var kept []byte
-	relay.EachMember(meta, func(key string, member []byte) {
-		if key == "progressToken" || strings.HasPrefix(key, "io.modelcontextprotocol/") {
+	relay.EachMember(meta, func(key, member []byte) {
+		if string(key) == "progressToken" || bytes.HasPrefix(key, []byte("io.modelcontextprotocol/")) {
 			return
 		}
 		if kept == nil {

@@ -19,9 +19,10 @@ const MaxCallers = 1000
 type RefreshTarget interface {
 	Name() string
 	// ExpireAccessToken marks the stored access token expired, keeping
-	// the refresh token.
+	// the grant (the refresh token, or a machine grant's credentials).
 	ExpireAccessToken(ctx context.Context) error
-	// TokenRequests counts the refresh requests sent for the grant so far.
+	// TokenRequests counts the token requests (refreshes, or a machine
+	// grant's new tokens) sent for the grant so far.
 	TokenRequests() int64
 	// RefreshProactively runs the refresher's refresh of the grant.
 	RefreshProactively(ctx context.Context) error
@@ -53,7 +54,7 @@ func Refresh(ctx context.Context, t RefreshTarget, o RefreshOptions) (api.Refres
 	if err := t.ExpireAccessToken(ctx); err != nil {
 		return rep, err
 	}
-	progress(fmt.Sprintf("marked the access token of %s expired (refresh token kept)", t.Name()))
+	progress(fmt.Sprintf("marked the access token of %s expired (its grant kept)", t.Name()))
 	before := t.TokenRequests()
 	progress(fmt.Sprintf("firing %d concurrent upstream requests and one proactive refresh", o.Callers))
 

@@ -54,6 +54,13 @@ type GrantSource struct {
 	Resource      string  // RFC 8707 resource sent with every token request
 	Client        *Client // configured client (oauth.client_id); nil: the stored registration
 	HTTPClient    *http.Client
+	// Issuer returns the authorization server's issuer, the audience of
+	// client assertions and identity assertion grants; nil: the token
+	// endpoint stands in.
+	Issuer func(ctx context.Context) (string, error)
+	// Machine, when set, is how the next token is obtained at expiry
+	// instead of a refresh.
+	Machine *MachineGrant
 }
 
 // FlightInfo describes one refresh flight, for the OnFlight hook.
@@ -259,7 +266,10 @@ func (c *Coordinator) RefreshDue(ctx context.Context) {
 			continue
 		}
 		t, err := c.current(ctx, k, st)
-		if err != nil || t.RefreshToken == "" || !c.needsRefresh(t, c.opts.Now()) || c.held(ctx, k, st, t) {
+		c.mu.Lock()
+		machine := st.src.Machine != nil
+		c.mu.Unlock()
+		if err != nil || (t.RefreshToken == "" && !machine) || !c.needsRefresh(t, c.opts.Now()) || c.held(ctx, k, st, t) {
 			continue
 		}
 		wg.Go(func() { _, _ = c.Refresh(ctx, k, TriggerProactive, nil) })

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 )
@@ -161,15 +159,20 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	}
 	c.mu.Unlock()
 
+	// A machine grant obtains its next token as it obtained the first;
+	// its client may be anonymous (a workload identity alone).
+	if src.Machine != nil && client == nil {
+		client = &Client{}
+	}
 	// Never send an empty client_id, and never a refresh without a token.
-	if client == nil || client.ClientID == "" {
+	if src.Machine == nil && (client == nil || client.ClientID == "") {
 		e := &RefreshError{Class: OutcomeInvalidClient, Terminal: true,
 			Msg: fmt.Sprintf("no OAuth client registration for %s: sign in again (mcpx login %s)", src.Server, src.Server)}
 		c.fail(ctx, key, st, fp, e)
 		info.Outcome = e.Class
 		return nil, e
 	}
-	if cur.RefreshToken == "" {
+	if cur.RefreshToken == "" && src.Machine == nil {
 		e := &RefreshError{Class: OutcomeInvalidGrant, Terminal: true,
 			Msg: fmt.Sprintf("no refresh token was issued for %s: sign in again (mcpx login %s)", src.Server, src.Server)}
 		c.fail(ctx, key, st, fp, e)
@@ -190,8 +193,7 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	c.mu.Lock()
 	st.requests++
 	c.mu.Unlock()
-	ot, rerr := c.requestRefresh(ctx, src, client, endpoint, cur.RefreshToken)
-	secrets := []string{cur.RefreshToken, cur.AccessToken, client.ClientSecret}
+	ot, secrets, rerr := c.requestToken(ctx, src, client, endpoint, cur)
 	if rerr != nil {
 		e := ClassifyRefreshError(rerr, client.Registered)
 		e = &RefreshError{Class: e.Class, Terminal: e.Terminal, Code: e.Code, HTTPStatus: e.HTTPStatus,
@@ -210,23 +212,11 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	}
 
 	info.Outcome = OutcomeSuccess
-	next := &Token{
-		AccessToken:  ot.AccessToken,
-		RefreshToken: ot.RefreshToken,
-		TokenType:    ot.TokenType,
-		Scopes:       cur.Scopes,
-		Generation:   cur.Generation,
-		Obtained:     now,
-	}
-	if ot.ExpiresIn > 0 {
-		next.Expiry = now.Add(time.Duration(ot.ExpiresIn) * time.Second)
-	}
-	if sc, ok := ot.Extra("scope").(string); ok && sc != "" {
-		next.Scopes = strings.Fields(sc)
-	}
+	next := tokenFrom(ot, cur.Scopes, now)
+	next.Generation, next.DPoPKey, next.Issuer = cur.Generation, cur.DPoPKey, cur.Issuer
 	superseded := false
 	err = c.store.UpdateToken(ctx, key, src.Server, func(latest *Token) (*Token, error) {
-		if latest == nil || latest.Generation != cur.Generation || latest.RefreshToken != cur.RefreshToken {
+		if latest == nil || !sameGrant(latest, cur) {
 			superseded = true
 			return nil, nil
 		}
@@ -266,8 +256,16 @@ func (c *Coordinator) supersededBy(ctx context.Context, key string, cur *Token) 
 	if err != nil {
 		return nil, false
 	}
-	if latest.Generation != cur.Generation || latest.RefreshToken != cur.RefreshToken {
+	if !sameGrant(latest, cur) {
 		return latest, true
 	}
 	return nil, false
+}
+
+// sameGrant reports whether latest is still the token cur: same sign-in
+// and refresh token, and for a grant without refresh tokens (a machine
+// grant) the same access token.
+func sameGrant(latest, cur *Token) bool {
+	return latest.Generation == cur.Generation && latest.RefreshToken == cur.RefreshToken &&
+		(cur.RefreshToken != "" || latest.AccessToken == cur.AccessToken)
 }

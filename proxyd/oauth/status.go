@@ -14,11 +14,15 @@ import (
 func (c *Coordinator) Status(key string) api.AuthStatus {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s := api.AuthStatus{Scopes: []string{}}
+	s := api.AuthStatus{Scopes: []string{}, Grant: "authorization_code"}
 	c.mu.Lock()
 	st := c.keys[key]
+	machine := false
 	if st != nil {
 		s.Server = st.src.Server
+		if m := st.src.Machine; m != nil {
+			s.Grant, s.IdentitySource, machine = m.Kind, m.IdentitySource(), true
+		}
 		s.Refreshing = st.flight != nil
 		if st.cool != nil && c.opts.Now().Before(st.cool.until) {
 			s.CooldownUntil = timePtr(st.cool.until)
@@ -29,10 +33,11 @@ func (c *Coordinator) Status(key string) api.AuthStatus {
 		s.SignedIn = true
 		s.Expiry = timePtr(t.Expiry)
 		s.RefreshToken = t.RefreshToken != ""
+		s.Binding, s.Issuer = t.Binding(), t.Issuer
 		if len(t.Scopes) > 0 {
 			s.Scopes = slices.Clone(t.Scopes)
 		}
-		if !t.Expiry.IsZero() && s.RefreshToken {
+		if !t.Expiry.IsZero() && (s.RefreshToken || machine) {
 			s.NextProactive = timePtr(t.Expiry.Add(-c.margin(t)))
 		}
 		if st != nil {

@@ -36,6 +36,21 @@ type Token struct {
 	Scopes       []string
 	Generation   int64
 	Obtained     time.Time // when this access token was stored
+	// DPoPKey is the grant's proof-of-possession private key (see
+	// dpop.go); empty for a bearer grant. It never leaves the store but
+	// to sign proofs.
+	DPoPKey string
+	// Issuer is the authorization server that issued the grant.
+	Issuer string
+}
+
+// Binding is how the token is presented: "DPoP" when it is bound to the
+// grant's key, "Bearer" otherwise.
+func (t *Token) Binding() string {
+	if t.DPoPKey != "" && strings.EqualFold(t.TokenType, "DPoP") {
+		return "DPoP"
+	}
+	return "Bearer"
 }
 
 // Client is the OAuth client used for a server: configured (oauth.client_id)
@@ -46,9 +61,17 @@ type Client struct {
 	Registered   bool   // obtained by RFC 7591 registration
 	RedirectURI  string // as registered
 	// AuthMethod is the token endpoint auth method: none,
-	// client_secret_basic or client_secret_post. Empty: none without a
-	// secret, client_secret_basic with one.
+	// client_secret_basic, client_secret_post or private_key_jwt. Empty:
+	// private_key_jwt with a key, none without a secret,
+	// client_secret_basic with one.
 	AuthMethod string
+	// PrivateKey is the PEM key of private_key_jwt. For a configured
+	// client it and ClientSecret may be ${env:...}/${file:...}
+	// references, resolved at each token request (resolve).
+	PrivateKey string
+	// Issuer is the authorization server a registration was made at
+	// (credentials are keyed by issuer); empty for a configured client.
+	Issuer string
 }
 
 // Errors of the store.
@@ -93,9 +116,9 @@ func readToken(ctx context.Context, q querier, key string) (*Token, error) {
 	var t Token
 	var expiry, updated int64
 	var scopes string
-	err := q.QueryRowContext(ctx, `SELECT access_token, refresh_token, token_type, expiry, scopes, generation, updated
+	err := q.QueryRowContext(ctx, `SELECT access_token, refresh_token, token_type, expiry, scopes, generation, updated, dpop_key, issuer
 		FROM oauth_tokens WHERE server_key = ?`, key).
-		Scan(&t.AccessToken, &t.RefreshToken, &t.TokenType, &expiry, &scopes, &t.Generation, &updated)
+		Scan(&t.AccessToken, &t.RefreshToken, &t.TokenType, &expiry, &scopes, &t.Generation, &updated, &t.DPoPKey, &t.Issuer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoToken
 	}
@@ -147,14 +170,15 @@ func (s *Store) UpdateToken(ctx context.Context, key, name string, fn func(cur *
 		obtained = s.now()
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO oauth_tokens
-		(server_key, server_name, access_token, refresh_token, token_type, expiry, scopes, generation, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		(server_key, server_name, access_token, refresh_token, token_type, expiry, scopes, generation, updated, dpop_key, issuer)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (server_key) DO UPDATE SET server_name = excluded.server_name,
 		access_token = excluded.access_token, refresh_token = excluded.refresh_token,
 		token_type = excluded.token_type, expiry = excluded.expiry, scopes = excluded.scopes,
-		generation = excluded.generation, updated = excluded.updated`,
+		generation = excluded.generation, updated = excluded.updated,
+		dpop_key = excluded.dpop_key, issuer = excluded.issuer`,
 		key, name, next.AccessToken, next.RefreshToken, tt, toMillis(next.Expiry),
-		strings.Join(next.Scopes, " "), next.Generation, toMillis(obtained))
+		strings.Join(next.Scopes, " "), next.Generation, toMillis(obtained), next.DPoPKey, next.Issuer)
 	if err != nil {
 		return fmt.Errorf("write token: %w", err)
 	}
@@ -201,8 +225,8 @@ func (s *Store) Client(ctx context.Context, key string) (*Client, error) {
 	var c Client
 	var registered int
 	var raw string
-	err := s.db.QueryRowContext(ctx, `SELECT client_id, client_secret, registered, redirect_uri, raw
-		FROM oauth_clients WHERE server_key = ?`, key).Scan(&c.ClientID, &c.ClientSecret, &registered, &c.RedirectURI, &raw)
+	err := s.db.QueryRowContext(ctx, `SELECT client_id, client_secret, registered, redirect_uri, raw, issuer
+		FROM oauth_clients WHERE server_key = ?`, key).Scan(&c.ClientID, &c.ClientSecret, &registered, &c.RedirectURI, &raw, &c.Issuer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoClient
 	}
@@ -229,11 +253,12 @@ func (s *Store) SaveClient(ctx context.Context, key string, c *Client) error {
 	if c.Registered {
 		reg = 1
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_clients (server_key, client_id, client_secret, registered, redirect_uri, raw, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_clients (server_key, client_id, client_secret, registered, redirect_uri, raw, updated, issuer)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (server_key) DO UPDATE SET client_id = excluded.client_id, client_secret = excluded.client_secret,
-		registered = excluded.registered, redirect_uri = excluded.redirect_uri, raw = excluded.raw, updated = excluded.updated`,
-		key, c.ClientID, c.ClientSecret, reg, c.RedirectURI, string(raw), toMillis(s.now()))
+		registered = excluded.registered, redirect_uri = excluded.redirect_uri, raw = excluded.raw, updated = excluded.updated,
+		issuer = excluded.issuer`,
+		key, c.ClientID, c.ClientSecret, reg, c.RedirectURI, string(raw), toMillis(s.now()), c.Issuer)
 	if err != nil {
 		return fmt.Errorf("save client: %w", err)
 	}

@@ -202,9 +202,10 @@ func appendKey(b []byte, key string) []byte {
 }
 
 // EachMember calls f with each member's key and its raw text (key, colon
-// and value) of the JSON object obj, in order.
-func EachMember(obj []byte, f func(key string, member []byte)) {
-	each(obj, func(key, member, _ []byte) { f(string(key), member) })
+// and value) of the JSON object obj, in order. Like EachValue, it
+// allocates nothing.
+func EachMember(obj []byte, f func(key, member []byte)) {
+	each(obj, func(key, member, _ []byte) { f(key, member) })
 }
 
 // EachValue calls f with each member's key and raw value of the JSON

@@ -26,7 +26,7 @@ func FuzzMembers(f *testing.F) {
 	f.Fuzz(func(t *testing.T, obj []byte, key string) {
 		v, ok := Member(obj, key)
 		StringMember(obj, key)
-		EachMember(obj, func(string, []byte) {})
+		EachMember(obj, func([]byte, []byte) {})
 		with := WithMember(obj, key, []byte(`{"set":1}`))
 		without := WithoutMember(obj, key)
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +24,10 @@ import (
 // parkTTL bounds how long a parked call waits for the client's retry.
 const parkTTL = 5 * time.Minute
 
+// maxParked bounds the calls waiting for their clients' retries: each
+// holds an upstream request open.
+const maxParked = 256
+
 // parkPrefix marks the requestState values proxyd issues.
 const parkPrefix = "mcpx1."
 
@@ -35,16 +40,14 @@ type parkTable struct {
 
 func newParkTable() *parkTable { return &parkTable{calls: map[string]*parked{}} }
 
-func (t *parkTable) add(p *parked) {
-	t.mu.Lock()
-	t.calls[p.token] = p
-	t.mu.Unlock()
-}
-
 func (t *parkTable) remove(p *parked) {
+	token := p.currentToken()
+	if token == "" {
+		return
+	}
 	t.mu.Lock()
-	if t.calls[p.token] == p {
-		delete(t.calls, p.token)
+	if t.calls[token] == p {
+		delete(t.calls, token)
 	}
 	t.mu.Unlock()
 }
@@ -124,9 +127,10 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	} else {
 		cctx, cancel = context.WithTimeout(cctx, parkTTL)
 	}
-	p := &parked{token: newParkToken(), method: ex.Method, name: ex.Name, cancel: cancel,
+	// The call joins the table (with a token) only when it first waits for
+	// the client: most calls never do.
+	p := &parked{method: ex.Method, name: ex.Name, cancel: cancel,
 		done: make(chan struct{}), asks: map[string]*ask{}, wake: make(chan struct{}, 1), caps: peer.Caps()}
-	r.parked.add(p)
 	ex.Handler = p
 	go func() {
 		defer close(p.done)
@@ -187,15 +191,29 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 			}
 			return ModernResult(p.res), nil
 		case <-p.wake:
-			p.mu.Lock()
-			pending := len(p.asks)
-			p.mu.Unlock()
-			if pending == 0 {
+			if !p.hasAsks() {
 				continue
 			}
+			// Requests the upstream sends together are asked together: wait
+			// until no more arrive for a moment.
+			if done := p.gather(ctx); done {
+				continue // the call completed or the client left: handled above
+			}
 			detach()
-			res := p.inputRequired()
-			r.parked.rearm(p)
+			res, missing := p.inputRequired()
+			if missing != "" {
+				// The upstream needs what the client did not declare: a
+				// modern server answers that with -32021.
+				p.cancel()
+				r.parked.remove(p)
+				h.stats.addInput(missingMethod(missing), "refused")
+				return nil, &RPCError{Code: CodeMissingCapability, Message: fmt.Sprintf("missing required client capability: %q", missing)}
+			}
+			if !r.parked.rekey(p) {
+				p.cancel()
+				return nil, fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
+			}
+			res = WithMember(res, "requestState", strconv.AppendQuote(nil, p.currentToken()))
 			recordRequests(res, h.stats, "asked")
 			return res, nil
 		case <-ctx.Done():
@@ -208,8 +226,82 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 	}
 }
 
+// gatherWait is how long a round waits for more of the upstream's
+// requests after one arrives; gatherMax bounds the whole wait.
+const (
+	gatherWait = 10 * time.Millisecond
+	gatherMax  = 100 * time.Millisecond
+)
+
+// gather waits until the upstream has sent the requests it sends at once;
+// true when the call completed or the client left meanwhile.
+func (p *parked) gather(ctx context.Context) bool {
+	deadline := time.NewTimer(gatherMax)
+	defer deadline.Stop()
+	for {
+		quiet := time.NewTimer(gatherWait)
+		select {
+		case <-p.wake:
+			quiet.Stop()
+			continue
+		case <-quiet.C:
+			return false
+		case <-deadline.C:
+			quiet.Stop()
+			return false
+		case <-p.done:
+			quiet.Stop()
+			p.signal() // let run see the outcome
+			return true
+		case <-ctx.Done():
+			quiet.Stop()
+			return true
+		}
+	}
+}
+
+func (p *parked) hasAsks() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.asks) > 0
+}
+
+// rekey gives p a new token for its next round, so every input_required
+// carries a requestState of its own; false when too many calls wait for
+// their clients already.
+func (t *parkTable) rekey(p *parked) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.mu.Lock()
+	old := p.token
+	p.mu.Unlock()
+	if old == "" && len(t.calls) >= maxParked {
+		return false
+	}
+	token := newParkToken()
+	p.mu.Lock()
+	p.token = token
+	p.mu.Unlock()
+	delete(t.calls, old)
+	t.calls[token] = p
+	t.rearmLocked(p)
+	return true
+}
+
+func (p *parked) currentToken() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.token
+}
+
 // rearm parks p (again) until the client's retry, at most parkTTL.
 func (t *parkTable) rearm(p *parked) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rearmLocked(p)
+}
+
+func (t *parkTable) rearmLocked(p *parked) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.expiry != nil {
@@ -221,14 +313,24 @@ func (t *parkTable) rearm(p *parked) {
 	})
 }
 
-// inputRequired is the result asking the client for p's pending requests.
-func (p *parked) inputRequired() json.RawMessage {
+// inputRequired is the result asking the client for p's pending requests
+// it can answer; the requests it cannot are held back. missing names a
+// capability the upstream needs that the client did not declare, when
+// every pending request needs one.
+func (p *parked) inputRequired() (json.RawMessage, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	reqs := make(map[string]json.RawMessage, len(p.asks))
+	missing := ""
 	for _, key := range p.order {
 		q, ok := p.asks[key]
 		if !ok {
+			continue
+		}
+		if !p.caps.Accepts(q.method, q.params) {
+			if missing == "" {
+				missing = capabilityOf(q.method)
+			}
 			continue
 		}
 		b, _ := json.Marshal(struct {
@@ -237,12 +339,35 @@ func (p *parked) inputRequired() json.RawMessage {
 		}{q.method, q.params})
 		reqs[key] = b
 	}
+	if len(reqs) > 0 {
+		missing = ""
+	}
 	body, _ := json.Marshal(struct {
 		ResultType    string                     `json:"resultType"`
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
-		RequestState  string                     `json:"requestState"`
-	}{resultInputRequired, reqs, p.token})
-	return body
+	}{resultInputRequired, reqs})
+	return body, missing
+}
+
+// capabilityOf names the client capability behind a request method.
+func capabilityOf(method string) string {
+	switch method {
+	case MethodSampling:
+		return "sampling"
+	case MethodRoots:
+		return "roots"
+	}
+	return "elicitation"
+}
+
+func missingMethod(capability string) string {
+	switch capability {
+	case "sampling":
+		return MethodSampling
+	case "roots":
+		return MethodRoots
+	}
+	return MethodElicitation
 }
 
 func (p *parked) signal() {
@@ -270,16 +395,10 @@ func (p *parked) Accepts(method string) bool {
 }
 
 // Ask holds the upstream's request until a round of the client answers it.
+// A request the client did not declare the capability for is held back
+// too: if nothing else is pending, the round ends with -32021.
 func (p *parked) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	p.mu.Lock()
-	if !p.caps.Accepts(method, params) {
-		h := p.round
-		p.mu.Unlock()
-		if h != nil {
-			h.stats.addInput(method, "refused")
-		}
-		return nil, Refusal(method)
-	}
 	p.seq++
 	key := "mcpx-" + strconv.Itoa(p.seq)
 	q := &ask{method: method, params: params, answer: make(chan json.RawMessage, 1)}

@@ -71,6 +71,9 @@ const (
 	CodeInvalidParams  = -32602
 	CodeMethodNotFound = -32601
 	CodeInternal       = -32603
+	// CodeMissingCapability: the request needs a client capability the
+	// client did not declare (modern era).
+	CodeMissingCapability = -32021
 )
 
 // Methods of the upstream's requests for input.

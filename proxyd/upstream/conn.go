@@ -61,6 +61,7 @@ type Conn struct {
 	kick   chan struct{} // reconnect now (reload, manual)
 
 	mu         sync.RWMutex
+	hdrs       map[string]string // the configured headers, references resolved
 	state      string
 	lastErr    string
 	since      time.Time
@@ -111,6 +112,8 @@ type Conn struct {
 	// list_changed (mcp-go's listener rules out the modern probe).
 	legacySeen atomic.Bool
 	breaches   breaches // limits broken in a row, pacing reconnects
+
+	tries attempts // connection attempts, for ReconnectWait
 }
 
 func newConn(parent context.Context, s config.Server, opts *Options) *Conn {

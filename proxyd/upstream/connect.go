@@ -38,6 +38,14 @@ func (c *Conn) wrappers() []Wrapper {
 
 func (c *Conn) newTransport() (transport.Interface, error) {
 	s := c.cfg
+	// Header references are resolved at each connect, kept in memory only.
+	hdrs, err := s.ResolvedHeaders()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.hdrs = hdrs
+	c.mu.Unlock()
 	switch s.EffectiveTransport() {
 	case config.TransportStdio:
 		env := childEnv(s.Env)
@@ -60,7 +68,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 			return nil, err
 		}
 		c.useHTTP(hc)
-		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(s.Headers))
+		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(hdrs))
 	default:
 		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds())
 		if err != nil {
@@ -69,7 +77,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		c.useHTTP(hc)
 		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
-			transport.WithHTTPHeaders(s.Headers),
+			transport.WithHTTPHeaders(hdrs),
 			transport.WithHTTPLogger(c.opts.libraryLogger(c.name)),
 		}
 		if c.legacyPinned() {

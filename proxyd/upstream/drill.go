@@ -44,7 +44,7 @@ func (c *Conn) EndSession(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("building DELETE: %w", err)
 	}
-	for k, v := range c.cfg.Headers {
+	for k, v := range c.headers() {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set(sessionHeader, sid)

@@ -49,6 +49,9 @@ type exchange struct {
 	token   string          // proxyd's progress token, "" without one
 	id      string          // the current attempt's JSON-RPC id
 	started time.Time
+	// asked: methods of the upstream's requests routed to this call from
+	// outside its stream (under routes.mu).
+	asked map[string]bool
 }
 
 // routes finds the exchange a message from the upstream belongs to when it
@@ -61,6 +64,29 @@ type routes struct {
 	// asks cancels the client's answer to an upstream request the upstream
 	// cancelled (notifications/cancelled), by the request's id.
 	asks map[string]context.CancelFunc
+	// waiting counts the upstream's requests being answered.
+	waiting int
+}
+
+// maxWaitingAsks bounds the upstream's requests answered at once on one
+// connection.
+const maxWaitingAsks = 64
+
+// takeAsk claims a place for an upstream request; false when full.
+func (r *routes) takeAsk() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting >= maxWaitingAsks {
+		return false
+	}
+	r.waiting++
+	return true
+}
+
+func (r *routes) doneAsk() {
+	r.mu.Lock()
+	r.waiting--
+	r.mu.Unlock()
 }
 
 func (r *routes) add(x *exchange) {
@@ -107,6 +133,41 @@ func (r *routes) only(ok func(*exchange) bool) *exchange {
 		found = x
 	}
 	return found
+}
+
+// pick finds the call a request of the upstream belongs to when it arrives
+// outside any call's stream (stdio, the GET stream; the MCP library's
+// servers send sampling and roots requests there): the only call in
+// flight whose client can answer it; with several, the oldest not yet
+// asked for this method (servers ask in the order calls came, in
+// practice), else the oldest. With several calls in flight this is a
+// guess; a request on a call's own stream never needs one.
+func (r *routes) pick(method string, accepts func(*exchange) bool) *exchange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var oldest, fresh *exchange
+	for x := range r.inflight {
+		if !accepts(x) {
+			continue
+		}
+		if oldest == nil || x.started.Before(oldest.started) {
+			oldest = x
+		}
+		if !x.asked[method] && (fresh == nil || x.started.Before(fresh.started)) {
+			fresh = x
+		}
+	}
+	x := fresh
+	if x == nil {
+		x = oldest
+	}
+	if x != nil {
+		if x.asked == nil {
+			x.asked = map[string]bool{}
+		}
+		x.asked[method] = true
+	}
+	return x
 }
 
 func (r *routes) addAsk(id string, cancel context.CancelFunc) {
@@ -421,15 +482,14 @@ func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *ex
 }
 
 // onServerRequest answers a request the upstream sent outside an exchange's
-// own stream (stdio, the GET stream), routed to the one call in flight
-// whose client can answer it.
+// own stream (stdio, the GET stream), routed by routes.pick.
 func (c *Conn) onServerRequest(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	id, _ := json.Marshal(req.ID)
 	params, _ := json.Marshal(req.Params)
 	if req.Params == nil {
 		params = nil
 	}
-	x := c.routes.only(func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(req.Method) })
+	x := c.routes.pick(req.Method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(req.Method) })
 	if x == nil {
 		// With one call in flight, it is that call's client that cannot
 		// answer.

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
+
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -166,9 +168,16 @@ func (c *Conn) setHeaders(h http.Header, w wire, sid string) {
 	if sid != "" {
 		h.Set(sessionHeader, sid)
 	}
-	for k, v := range c.cfg.Headers {
+	for k, v := range c.headers() {
 		h.Set(k, v)
 	}
+}
+
+// headers are the server's configured headers as resolved at connect.
+func (c *Conn) headers() map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.hdrs
 }
 
 // statusError turns a non-200 answer into the error the library would
@@ -224,8 +233,15 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				continue // not a JSON-RPC message: skipped, as the library does
 			}
 			switch {
+			case m.Method != "" && len(m.ID) > 0 && !c.routes.takeAsk():
+				// An upstream asking for more than proxyd lets wait at once
+				// gets the overflow refused rather than piling up.
+				go c.postMessage(hc, w, sid, response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
 			case m.Method != "" && len(m.ID) > 0:
-				go c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+				go func() {
+					defer c.routes.doneAsk()
+					c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+				}()
 			case m.Method != "":
 				c.deliver(x, m.Method, m.Params)
 			case len(m.ID) > 0:
@@ -311,10 +327,11 @@ func (c *Conn) postMessage(hc *http.Client, w wire, sid string, msg []byte) {
 		c.opts.logger().Debug("posting to the upstream", "server", c.name, "err", err)
 		return
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		c.opts.logger().Debug("the upstream refused a message", "server", c.name, "status", resp.StatusCode)
+		c.opts.logger().Warn("the upstream refused a message proxyd sent it", "server", c.name, "status", resp.StatusCode,
+			"answer", redact.Text(string(bytes.TrimSpace(b))))
 	}
 }
 

@@ -22,7 +22,9 @@ func (c *Conn) run() {
 	defer close(c.done)
 	backoff := minBackoff
 	for {
+		c.tries.begin()
 		retryAfter, err := c.connect()
+		c.tries.end()
 		if c.ctx.Err() != nil {
 			c.closeClient()
 			return
