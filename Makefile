@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/mcpx-dev/mcpx/commands.Version=$(VERSION)
 PEERS    := tools/peers
 
-.PHONY: all build demo test unit e2e vet lint peers conformance bench fuzz soak completions check-completions clean
+.PHONY: all build demo test unit e2e vet lint peers conformance bench fuzz soak completions check-completions clean fleet-drill
 
 all: build
 
@@ -63,6 +63,12 @@ SOAK_PHASE  ?= 60s
 soak:
 	MCPX_SOAK_PHASES=$(SOAK_PHASES) MCPX_SOAK_PHASE=$(SOAK_PHASE) $(GO) test -count=1 -v -timeout 60m -run '^TestHostileSoak$$' ./e2e/
 
+# The refresh drill across replicas at full length: 20 cycles and 5 holder
+# kills on three replicas sharing PostgreSQL and two sharing SQLite
+# ('make test' runs 3 cycles and 2 kills).
+fleet-drill: peers
+	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 MCPX_FLEET_LONG=1 $(GO) test -race -count=1 -timeout 20m -run 'TestFleetRefreshDrill' -v ./e2e/
+
 # Each benchmark measures against a baseline taken in the same run and
 # prints the ratio; see README "Performance".
 bench:
@@ -71,6 +77,9 @@ bench:
 	$(GO) test -run '^$$' -bench ProbeVsMinimal -benchtime 20x ./probe/
 	$(GO) test -run '^$$' -bench ExpiredTokenThousandCallers -benchtime 20x ./proxyd/oauth/
 	$(GO) test -run '^$$' -bench ForgottenSession100 -benchtime 100x ./proxyd/upstream/
+	$(GO) test -run '^$$' -bench CallOverhead -benchtime 5000x ./proxyd/telemetry/
+	$(GO) test -run '^$$' -bench CallLatencyByState -benchtime 2000x ./proxyd/
+	$(GO) test -run '^$$' -bench RefreshStormReplicas -benchtime 10x ./proxyd/oauth/
 
 completions: build
 	$(BIN)/mcpx completion bash > completions/mcpx.bash

@@ -31,6 +31,7 @@ func filterFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "status", Usage: "ok or error"},
 		&cli.StringSliceFlag{Name: "error-class", Usage: "network, timeout, http, jsonrpc, tool_error, session_terminated, auth, proxy_policy, proxy_internal, cancelled"},
 		&cli.StringSliceFlag{Name: "fault-domain", Usage: "upstream, proxy or client"},
+		&cli.StringSliceFlag{Name: "replica", Usage: "only calls made by these proxyd `REPLICA`s (when several share the state)"},
 		&cli.StringFlag{Name: "since", Usage: "from `WHEN`: a duration ago (1h, 30m, 7d), or a time (RFC 3339 with or without offset, or as tables print it)"},
 		&cli.StringFlag{Name: "until", Usage: "up to `WHEN`: as --since, or +DURATION from now (follow)"},
 	}
@@ -49,7 +50,8 @@ Examples:
    mcpx activity show 42          (or: mcpx activity 42)
    mcpx activity follow --status error
    mcpx activity export --format csv --since 24h > calls.csv
-   mcpx activity summary --since 24h --by error_class`,
+   mcpx activity summary --since 24h --by error_class
+   mcpx activity --replica proxyd-0 --status error   # one replica of several`,
 	ArgsUsage: "[ID]",
 	Flags:     append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
 	Action:    runActivityList,
@@ -84,7 +86,7 @@ Examples:
 			Name:  "summary",
 			Usage: "counts and failure rates grouped by server, tool, error class or fault domain",
 			Flags: append(filterFlags(), outputFlag,
-				&cli.StringFlag{Name: "by", Value: "server", Usage: "server, tool, error_class or fault_domain"}),
+				&cli.StringFlag{Name: "by", Value: "server", Usage: "server, tool, error_class, fault_domain or replica"}),
 			Action: runActivitySummary,
 		},
 	},
@@ -104,6 +106,7 @@ func activityQuery(c *cli.Context, now time.Time) (api.ActivityQuery, error) {
 		{"status", &q.Statuses, api.CallStatuses},
 		{"error-class", &q.ErrorClasses, callerr.Classes},
 		{"fault-domain", &q.FaultDomains, callerr.Domains},
+		{"replica", &q.Replicas, nil},
 	}
 	for _, l := range lists {
 		if !c.IsSet(l.flag) {
@@ -263,6 +266,7 @@ func runActivityShow(c *cli.Context) error {
 		}
 		row("request id", r.RequestID)
 		row("client", r.Client)
+		row("replica", r.Replica)
 		row("protocol era", r.ProtocolEra)
 		row("session re-init", yesNo(r.Reinit))
 		row("retried", yesNo(r.Retried))
@@ -358,7 +362,7 @@ func runActivityExport(c *cli.Context) error {
 	var cw *csv.Writer
 	if fmtName == "csv" {
 		cw = csv.NewWriter(w)
-		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error"})
+		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error", "replica"})
 	}
 	write := func(r api.ActivityRecord) error {
 		switch fmtName {
@@ -383,7 +387,7 @@ func runActivityExport(c *cli.Context) error {
 		fields := []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
 			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
-			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error}
+			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica}
 		for i := range fields {
 			fields[i] = shown(fields[i]) // CSV ends up in terminals and spreadsheets, which act on escapes
 		}
@@ -424,8 +428,8 @@ func runActivityExport(c *cli.Context) error {
 
 func runActivitySummary(c *cli.Context) error {
 	by := c.String("by")
-	if !slices.Contains([]string{"server", "tool", "error_class", "fault_domain"}, by) {
-		return usageErr("--by %q: use server, tool, error_class or fault_domain", by)
+	if !slices.Contains(api.SummaryGroups, by) {
+		return usageErr("--by %q: use %s", by, strings.Join(api.SummaryGroups, ", "))
 	}
 	if _, err := format(c); err != nil {
 		return err

@@ -25,8 +25,14 @@ aside), so it can gate CI.
 
 Examples:
    mcpx health
-   mcpx health docs -o json`,
-	Flags:        []cli.Flag{outputFlag},
+   mcpx health docs -o json
+   mcpx health --replica proxyd-1     # one of several replicas on shared state
+
+With several proxyd replicas on one state database, every live replica's
+view is listed (theirs as published on their last heartbeat, at most 5 s
+old) with a REPLICA column.`,
+	Flags: []cli.Flag{outputFlag,
+		&cli.StringSliceFlag{Name: "replica", Usage: "only these proxyd `REPLICA`s"}},
 	BashComplete: completeServers,
 	Action:       runHealth,
 }
@@ -35,7 +41,7 @@ func runHealth(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	out, err := newClient(c).Health(c.Context, c.Args().First())
+	out, err := newClient(c).Health(c.Context, c.Args().First(), api.SplitList(c.StringSlice("replica"))...)
 	offline := false
 	if err != nil {
 		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
@@ -48,7 +54,16 @@ func runHealth(c *cli.Context) error {
 		return err
 	}
 	err = render(c, out, func(w io.Writer) error {
-		t := newTable(w, "SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY")
+		replicas := map[string]bool{}
+		for _, s := range out {
+			replicas[s.Replica] = true
+		}
+		several := len(replicas) > 1
+		head := []string{"SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY"}
+		if several {
+			head = append([]string{"REPLICA"}, head...)
+		}
+		t := newTable(w, head...)
 		for _, s := range out {
 			h := s.Health
 			if h == nil {
@@ -58,7 +73,11 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)})
+			row := []string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)}
+			if several {
+				row = append([]string{s.Replica}, row...)
+			}
+			_ = t.Append(row)
 		}
 		return t.Render()
 	})

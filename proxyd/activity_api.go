@@ -18,7 +18,7 @@ func filterFromQuery(v url.Values) (activity.Filter, error) {
 		return activity.Filter{}, badRequest("%v", err)
 	}
 	f := activity.Filter{
-		Servers: q.Servers, Tools: q.Tools, Statuses: q.Statuses, ErrorClasses: q.ErrorClasses, FaultDomains: q.FaultDomains,
+		Servers: q.Servers, Tools: q.Tools, Statuses: q.Statuses, ErrorClasses: q.ErrorClasses, FaultDomains: q.FaultDomains, Replicas: q.Replicas,
 		Since: q.Since, Until: q.Until, Limit: q.Limit,
 	}
 	if err := f.Validate(); err != nil {

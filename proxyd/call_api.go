@@ -44,7 +44,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 	if req.Stream {
 		return d.streamCall(ctx, w, req)
 	}
-	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
+	out := d.call(d.tel.Extract(ctx, r.Header), req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
 	return writeJSON(w, d.explainMissing(req, callResponse(req, out)))
 }
 

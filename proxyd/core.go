@@ -20,6 +20,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
+	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
@@ -67,6 +68,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 	if meta.RequestID == "" {
 		meta.RequestID = newRequestID()
 	}
+	ctx, tcall := d.tel.StartCall(ctx, srv, tool, meta.RequestID)
 	// A drill passes its own CallInfo to see what session recovery did.
 	info := upstream.CallInfoFrom(ctx)
 	if info == nil {
@@ -115,8 +117,14 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 					// HTTP transports mark dispatch when a request really goes out.
 					rec.MarkDispatched()
 				}
+				uctx := tcall.StartUpstream(ctx, cfg.URL, conn.Version())
+				if m := tcall.PropagationMeta(uctx); m != nil {
+					uctx = upstream.WithMeta(uctx, m)
+					rq.meta = telemetry.WithTraceMeta(rq.meta, m)
+				}
 				var raw json.RawMessage
-				raw, out.Err = d.relay.Do(ctx, conn, rq.request(params, stats), peerOrNone(rq.peer))
+				raw, out.Err = d.relay.Do(uctx, conn, rq.request(params, stats), peerOrNone(rq.peer))
+				tcall.EndUpstream()
 				if out.Err == nil {
 					out.Result = upstream.NewCallResult(raw)
 				}
@@ -154,6 +162,9 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 			errText = toolErrorText(typed)
 		}
 	}
+	tokenRefresh := grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore
+	tcall.End(telemetry.Outcome{Class: out.Class.Class, Domain: out.Class.Domain, HTTPStatus: out.Class.HTTPStatus,
+		Message: redact.Text(errText), Reinit: info.Reinit, Retried: info.Retried, TokenRefresh: tokenRefresh})
 	d.activity.Add(activity.Record{
 		Time:               start,
 		Server:             srv,
@@ -170,7 +181,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 		ProtocolEra:        era,
 		Reinit:             info.Reinit,
 		Retried:            info.Retried,
-		TokenRefresh:       grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore,
+		TokenRefresh:       tokenRefresh,
 		Progress:           stats.Progress(),
 		Inputs:             inputsText(stats.Inputs()),
 	})

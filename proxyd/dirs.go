@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 )
 
@@ -38,43 +36,4 @@ func privateDir(dir, what, flag, holds string) error {
 			what, dir, st.Uid, holds, flag)
 	}
 	return nil
-}
-
-// LockFile is the name of the state directory's lock: the proxyd holding it
-// owns the directory (its token, database and log).
-const LockFile = "proxyd.lock"
-
-// StateDirInUseError means another proxyd owns the state directory.
-type StateDirInUseError struct {
-	Dir, Holder string // Holder: the other proxyd's pid and socket, as it wrote them
-}
-
-func (e *StateDirInUseError) Error() string {
-	holder := ""
-	if e.Holder != "" {
-		holder = " (" + e.Holder + ")"
-	}
-	return fmt.Sprintf("the state directory %s is in use by another proxyd%s; stop it ('mcpx down' with its --socket) or give each proxyd its own --state-dir", e.Dir, holder)
-}
-
-// lockStateDir takes the state directory for this daemon until release is
-// called (or the process ends: the kernel drops the lock of a killed
-// daemon, so a stale lock file never blocks a restart).
-func lockStateDir(dir, socket string) (release func(), err error) {
-	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("locking the state directory: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, &StateDirInUseError{Dir: dir, Holder: strings.TrimSpace(string(holder))}
-		}
-		return nil, fmt.Errorf("locking the state directory %s: %w", dir, err)
-	}
-	_ = f.Truncate(0)
-	_, _ = fmt.Fprintf(f, "pid %d, socket %s\n", os.Getpid(), socket)
-	return func() { f.Close() }, nil
 }

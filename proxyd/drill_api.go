@@ -134,7 +134,7 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 		return conflict("the grant for %s has no refresh token: nothing to drill (the server did not issue one; see 'mcpx auth status %s')", s.Name, s.Name)
 	}
 	streamDrill(w, r, func(ctx context.Context, progress func(string)) (api.RefreshDrillReport, error) {
-		return drill.Refresh(ctx, t, drill.RefreshOptions{Callers: req.Callers, Progress: progress})
+		return drill.Refresh(ctx, t, drill.RefreshOptions{Callers: req.Callers, At: req.At, Join: req.Join, Replica: d.opts.Replica, Progress: progress})
 	})
 	return nil
 }
@@ -156,6 +156,7 @@ func (t *refreshTarget) RefreshProactively(ctx context.Context) error {
 	_, err := t.coord.Refresh(ctx, t.key, oauth.TriggerProactive, nil)
 	return err
 }
+func (t *refreshTarget) Forget() { t.coord.Forget(t.key) }
 func (t *refreshTarget) Call(ctx context.Context) error {
 	_, err := t.conn.ListTools(ctx)
 	return err

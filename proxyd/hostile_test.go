@@ -2,12 +2,9 @@ package proxyd
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -52,28 +49,5 @@ func TestControlAPIRefusesBadInput(t *testing.T) {
 				t.Fatalf("status %d: %s; want 400 naming %q", code, body, c.want)
 			}
 		})
-	}
-}
-
-// Two daemons cannot share one state directory, whatever their sockets.
-func TestSecondDaemonOnSameStateDirRefused(t *testing.T) {
-	td := startDaemon(t, "")
-	dir := shortTempDir(t)
-	err := Run(context.Background(), Options{Socket: filepath.Join(dir, "other.sock"), StateDir: td.stateDir, ConfigPath: td.configPath,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	var inUse *StateDirInUseError
-	if !errors.As(err, &inUse) || !strings.Contains(err.Error(), td.socket) || !strings.Contains(err.Error(), "--state-dir") {
-		t.Fatalf("second daemon on the same state dir: %v, want StateDirInUseError naming the first one's socket and the fix", err)
-	}
-	if _, err := td.client.Status(context.Background()); err != nil {
-		t.Fatalf("first daemon stopped answering: %v", err)
-	}
-	// Once the first stops, the directory is free again.
-	if err := td.stop(); err != nil {
-		t.Fatal(err)
-	}
-	td2 := startDaemon(t, "", func(o *Options) { o.StateDir = td.stateDir })
-	if _, err := td2.client.Status(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }

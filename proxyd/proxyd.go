@@ -29,7 +29,9 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
+	"github.com/mcpx-dev/mcpx/proxyd/replica"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
+	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
@@ -47,6 +49,9 @@ type Options struct {
 	Ready chan<- struct{}
 	// ShutdownTimeout bounds the drain of in-flight calls (default 10s).
 	ShutdownTimeout time.Duration
+	// Replica names this proxyd among those sharing one state database
+	// (default: the host name).
+	Replica string
 }
 
 // TokenFile is the name of the downstream bearer token file in the state dir.
@@ -63,6 +68,7 @@ type Daemon struct {
 	token   string
 
 	db       *store.DB
+	replicas *replica.Registry
 	activity *activity.Store
 	health   *health.Tracker
 	mgr      *upstream.Manager
@@ -70,23 +76,27 @@ type Daemon struct {
 	relay    *relay.Relayer
 	streamed streamedCalls // `mcpx call`s streaming their events
 	metrics  *metrics
+	tel      *telemetry.Telemetry
 	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
 	discoverer *discovery.Discoverer
 
-	cfgMu    sync.RWMutex
-	cfg      *config.Config
-	cfgErr   error
-	listen   string
-	shutdown chan struct{}
-	shutOnce sync.Once
+	cfgMu  sync.RWMutex
+	cfg    *config.Config
+	cfgErr error
+	listen string
+	// metricsAddr is where metrics_listen serves, once started.
+	metricsAddr string
+	shutdown    chan struct{}
+	shutOnce    sync.Once
 
 	syncTick chan struct{}
 
 	// secrets are the config's credentials, kept out of every log line
 	// and every text proxyd shows or stores.
-	secrets secrets
-	names   namingCache
+	secrets  secrets
+	names    namingCache
+	beatTick chan struct{} // a server's state changed: publish it to the replicas
 }
 
 // Run runs proxyd until ctx is done or a shutdown is requested over the
@@ -99,7 +109,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1)}
+	if opts.Replica == "" {
+		opts.Replica = replica.DefaultID()
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1), beatTick: make(chan struct{}, 1)}
 
 	cfg, err := config.Load(opts.ConfigPath)
 	if err != nil {
@@ -120,22 +133,22 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer sockLn.Close()
-	release, err := lockStateDir(opts.StateDir, opts.Socket)
-	if err != nil {
-		return err
-	}
-	defer release()
 
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
 	}
-	if d.db, err = openState(ctx, cfg, opts.StateDir); err != nil {
+	if d.db, err = openState(ctx, cfg, opts.StateDir, opts.Replica); err != nil {
 		return err
 	}
 	defer d.db.Close()
-	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Durability: cfg.Activity.Durability})
+	d.replicas = replica.New(d.db, opts.Replica)
+	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Replica: opts.Replica, Durability: cfg.Activity.Durability})
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
+	if d.tel, err = telemetry.Setup(ctx, telemetry.Options{ServiceVersion: opts.Version, Replica: opts.Replica, Gatherer: d.metrics.reg}); err != nil {
+		_ = d.activity.Close()
+		return fmt.Errorf("telemetry: %w", err)
+	}
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
 	d.syncGrants(cfg.Servers)
@@ -145,6 +158,7 @@ func Run(ctx context.Context, opts Options) error {
 		Logger:  d.log,
 		Wrappers: []upstream.Wrapper{
 			func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) },
+			func(_ string, next http.RoundTripper) http.RoundTripper { return d.tel.Transport(next) },
 			d.bearerWrapper,
 		},
 		OnChange: func(string) { d.requestSync() },
@@ -168,21 +182,42 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("listening for MCP clients on %s: %w (is another proxyd using it? set listen: in the config)", listen, err)
 	}
 	d.listen = mcpLn.Addr().String()
+	metricsSrv, err := d.serveMetrics(cfg.MetricsListen)
+	if err != nil {
+		_ = mcpLn.Close()
+		_ = d.activity.Close()
+		return err
+	}
+	if err := d.replicas.Join(ctx, opts.Version, d.listen); err != nil {
+		if metricsSrv != nil {
+			_ = metricsSrv.Close()
+		}
+		_ = mcpLn.Close()
+		_ = d.activity.Close()
+		return err
+	}
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = d.replicas.Leave(lctx)
+	}()
 	// Streams (GET listeners, follows, sign-ins, drills) end when shutdown
 	// starts; calls are drained, never cancelled by the signal itself.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	srvs := d.newServers(cfg.Limits, mcpLn, sockLn,
-		endOnShutdown(d.down.Handler(d.token, ""), streams), endOnShutdown(d.routes(), streams))
+		endOnShutdown(d.tel.Handler(d.down.Handler(d.token, "")), streams), endOnShutdown(d.routes(), streams))
 	mcpSrv, apiSrv := srvs.mcp, srvs.api
 	apiSrv.ConnContext = d.connContext
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); d.syncLoop(runCtx) }()
+	go func() { defer bg.Done(); d.replicaLoop(runCtx) }()
 	go func() { defer bg.Done(); d.auth.coord.Run(runCtx, proactiveInterval) }()
+	d.metrics.reg.MustRegister(newServerCollector(d))
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
 
@@ -190,7 +225,11 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { errc <- serveErr(mcpSrv.Serve(srvs.mcpLn)) }()
 	go func() { errc <- serveErr(apiSrv.Serve(srvs.apiLn)) }()
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
-		"config", opts.ConfigPath, "state_dir", opts.StateDir, "servers", len(cfg.Servers))
+		"config", opts.ConfigPath, "state_dir", opts.StateDir, "state", d.db.Engine()+":"+d.db.Path(),
+		"replica", opts.Replica, "metrics", d.metricsAddr, "servers", len(cfg.Servers))
+	if tr, mt := d.tel.Describe(); tr != "off" || mt != "prometheus" {
+		d.log.Info("telemetry", "traces", tr, "metrics", mt)
+	}
 	if opts.Ready != nil {
 		close(opts.Ready)
 	}
@@ -219,11 +258,15 @@ func Run(ctx context.Context, opts Options) error {
 	phase("draining MCP calls", mcpSrv.Shutdown)
 	phase("closing upstreams", func(c context.Context) error { d.mgr.Close(c); return nil })
 	phase("finishing token refreshes", d.auth.coord.Close)
+	phase("flushing telemetry", d.tel.Shutdown)
 	cancelRun()
 	bg.Wait()
 	<-watchDone
 	if err := d.activity.Close(); err != nil {
 		d.log.Error("flushing activity", "err", err)
+	}
+	if metricsSrv != nil {
+		phase("closing the metrics listener", metricsSrv.Shutdown)
 	}
 	phase("draining socket calls", apiSrv.Shutdown)
 	d.log.Info("proxyd stopped")
@@ -264,6 +307,10 @@ func (d *Daemon) requestShutdown() {
 func (d *Daemon) requestSync() {
 	select {
 	case d.syncTick <- struct{}{}:
+	default:
+	}
+	select {
+	case d.beatTick <- struct{}{}:
 	default:
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -16,7 +14,7 @@ import (
 // in one table. The handlers live in files named by group: status_api.go,
 // call_api.go, probe_api.go, auth_api.go, activity_api.go, drill_api.go.
 func (d *Daemon) routes() http.Handler {
-	metrics := promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})
+	metrics := d.metricsHandler()
 	table := []struct {
 		pattern string
 		h       handler

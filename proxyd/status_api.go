@@ -3,6 +3,7 @@ package proxyd
 import (
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -21,6 +22,9 @@ func (d *Daemon) status() api.Status {
 		MCPURL:        "http://" + d.listen + "/mcp",
 		ConfigPath:    d.opts.ConfigPath,
 		StateDir:      d.opts.StateDir,
+		StateDB:       d.db.Engine() + ":" + d.db.Path(),
+		Replica:       d.opts.Replica,
+		MetricsListen: d.metricsAddr,
 		Servers:       []api.ServerStatus{},
 	}
 	d.cfgMu.RLock()
@@ -28,17 +32,18 @@ func (d *Daemon) status() api.Status {
 		s.ConfigError = d.secrets.text(d.cfgErr.Error())
 	}
 	d.cfgMu.RUnlock()
-	naming := d.down.Naming() // what the endpoint serves, without working it out again
 	for _, c := range d.mgr.List() {
-		s.Servers = append(s.Servers, d.serverStatus(c, naming))
+		s.Servers = append(s.Servers, d.serverStatus(c))
 	}
 	return s
 }
 
-func (d *Daemon) serverStatus(c *upstream.Conn, naming downstream.Naming) api.ServerStatus {
+func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
 	st.LastError = d.secrets.text(st.LastError)
-	st.Warnings = naming.OmittedBy(c.Name())
+	// The endpoint's naming as of its last sync: working it out again would
+	// cost in proportion to every server's tools, on every status.
+	st.Warnings = d.down.Naming().OmittedBy(c.Name())
 	h := d.health.Snapshot(c.Name())
 	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
 	if st.State == api.StateReady && h.Degraded {
@@ -110,16 +115,23 @@ func (d *Daemon) handleConnectInfo(w http.ResponseWriter, r *http.Request) error
 	})
 }
 
+// handleHealth answers for every live replica sharing the state: this
+// one's servers live, the others' as they last published them.
 func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	want := r.URL.Query().Get("server")
+	replicas := api.SplitList(r.URL.Query()["replica"])
 	out := []api.ServerStatus{}
-	naming := d.down.Naming()
-	for _, c := range d.mgr.List() {
-		if want == "" || c.Name() == want {
-			out = append(out, d.serverStatus(c, naming))
+	known := false
+	for _, st := range d.replicaServers(r.Context()) {
+		if want != "" && st.Name != want {
+			continue
+		}
+		known = true
+		if len(replicas) == 0 || slices.Contains(replicas, st.Replica) {
+			out = append(out, st)
 		}
 	}
-	if want != "" && len(out) == 0 {
+	if want != "" && !known {
 		return d.noServer(want)
 	}
 	return writeJSON(w, out)

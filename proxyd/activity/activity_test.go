@@ -48,7 +48,7 @@ func newStore(t testing.TB, eng string, opts Options) *Store {
 
 func flush(t testing.TB, s *Store) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // generous: a loaded 2-core machine
 	defer cancel()
 	if err := s.Flush(ctx); err != nil {
 		t.Fatalf("Flush: %v", err)

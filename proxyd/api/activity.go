@@ -68,6 +68,7 @@ type ActivityQuery struct {
 	Statuses     []string
 	ErrorClasses []string
 	FaultDomains []string
+	Replicas     []string  // the proxyd replicas that made the calls
 	Since, Until time.Time // inclusive
 	Limit        int       // list only; 0: the daemon's default
 }
@@ -79,6 +80,7 @@ const (
 	paramStatus      = "status"
 	paramErrorClass  = "error_class"
 	paramFaultDomain = "fault_domain"
+	paramReplica     = "replica"
 	paramSince       = "since"
 	paramUntil       = "until"
 	paramLimit       = "limit"
@@ -93,7 +95,7 @@ func (q ActivityQuery) Values() url.Values {
 		vals  []string
 	}{
 		{paramServer, q.Servers}, {paramTool, q.Tools}, {paramStatus, q.Statuses},
-		{paramErrorClass, q.ErrorClasses}, {paramFaultDomain, q.FaultDomains},
+		{paramErrorClass, q.ErrorClasses}, {paramFaultDomain, q.FaultDomains}, {paramReplica, q.Replicas},
 	} {
 		for _, x := range l.vals {
 			v.Add(l.param, x)
@@ -121,6 +123,7 @@ func ParseActivityQuery(v url.Values) (ActivityQuery, error) {
 		Statuses:     SplitList(v[paramStatus]),
 		ErrorClasses: SplitList(v[paramErrorClass]),
 		FaultDomains: SplitList(v[paramFaultDomain]),
+		Replicas:     SplitList(v[paramReplica]),
 	}
 	var err error
 	if s := v.Get(paramSince); s != "" {

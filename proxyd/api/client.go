@@ -108,6 +108,14 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body any) 
 	if c.Version != "" {
 		req.Header.Set(VersionHeader, c.Version)
 	}
+	// A caller inside a trace (TRACEPARENT, as CI tools and otel-cli set
+	// it) continues it through proxyd.
+	if tp := os.Getenv("TRACEPARENT"); tp != "" {
+		req.Header.Set("traceparent", tp)
+		if ts := os.Getenv("TRACESTATE"); ts != "" {
+			req.Header.Set("tracestate", ts)
+		}
+	}
 	return req, nil
 }
 

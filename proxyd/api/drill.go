@@ -102,11 +102,20 @@ type DrillFailure struct {
 type RefreshDrillRequest struct {
 	Server  string `json:"server"`
 	Callers int    `json:"callers"`
+	// At, when set, is when the callers fire (up to 10 s ahead), so that
+	// the replicas sharing a state database fire together.
+	At time.Time `json:"at,omitzero"`
+	// Join: another replica runs this drill and expires the token; this
+	// one only fires its callers at At, on the token it reads from the
+	// store, and leaves the follow-up check to that replica.
+	Join bool `json:"join,omitempty"`
 }
 
 // RefreshDrillReport is the outcome of `mcpx drill refresh`.
 type RefreshDrillReport struct {
 	DrillOutcome
+	// Replica is the proxyd that ran this part of the drill.
+	Replica       string  `json:"replica,omitempty"`
 	Callers       int     `json:"callers"`
 	TokenRequests int64   `json:"token_requests"`
 	Succeeded     int     `json:"succeeded"`
@@ -114,4 +123,7 @@ type RefreshDrillReport struct {
 	GrantIntact   bool    `json:"grant_intact"`
 	P50MS         float64 `json:"p50_ms"`
 	P99MS         float64 `json:"p99_ms"`
+	// Replicas are the parts of a drill run on several replicas at once
+	// (mcpx drill refresh --replicas); the fields above are their sums.
+	Replicas []RefreshDrillReport `json:"replicas,omitempty"`
 }

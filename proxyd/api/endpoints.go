@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Endpoints: one method per route of the control API, in the order of
@@ -18,10 +19,20 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 }
 
 // Health is GET /v1/health: every server's state and call health, or one
-// server's ("" for all).
-func (c *Client) Health(ctx context.Context, server string) ([]ServerStatus, error) {
+// server's ("" for all), as every live replica sharing the state sees it
+// (only those named in replicas, when given).
+func (c *Client) Health(ctx context.Context, server string, replicas ...string) ([]ServerStatus, error) {
 	var out []ServerStatus
-	return out, c.do(ctx, http.MethodGet, withServer("/v1/health", server), nil, &out)
+	p := withServer("/v1/health", server)
+	if len(replicas) > 0 {
+		v := url.Values{paramReplica: replicas}
+		sep := "?"
+		if strings.Contains(p, "?") {
+			sep = "&"
+		}
+		p += sep + v.Encode()
+	}
+	return out, c.do(ctx, http.MethodGet, p, nil, &out)
 }
 
 // Tools is GET /v1/tools: every server's tools, or one server's ("" for

@@ -24,6 +24,9 @@ type Config struct {
 	Limits   Limits         `yaml:"limits,omitempty" json:"limits,omitzero"`
 	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
 	State    StateConfig    `yaml:"state,omitempty" json:"state,omitzero"`
+	// MetricsListen, when set, serves /metrics (Prometheus), /livez and
+	// /readyz over TCP on host:port, for scrapers and load balancers.
+	MetricsListen string `yaml:"metrics_listen,omitempty" json:"metrics_listen,omitempty"`
 
 	// src locates parsed values for Validate; empty for a Config built in code.
 	src *source

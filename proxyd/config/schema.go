@@ -135,11 +135,12 @@ var (
 		"postgres": {kind: kString, example: "postgres: postgres://mcpx@db.example:5432/mcpx"},
 	}
 	rootFields = map[string]field{
-		"state":    {kind: kObject, example: "state: {postgres: postgres://mcpx@db.example:5432/mcpx}", sub: stateFields},
-		"listen":   {kind: kString, example: "listen: " + DefaultListen},
-		"activity": {kind: kObject, example: "activity: {max_age: 720h, max_rows: 1000000}", sub: activityFields},
-		"limits":   {kind: kObject, example: "limits: {max_request_bytes: 4194304}", sub: limitsFields},
-		"servers":  {kind: kServerList, example: "servers: [{name: docs, url: https://example.com/mcp}]"},
+		"metrics_listen": {kind: kString, example: "metrics_listen: 127.0.0.1:9464"},
+		"state":          {kind: kObject, example: "state: {postgres: postgres://mcpx@db.example:5432/mcpx}", sub: stateFields},
+		"listen":         {kind: kString, example: "listen: " + DefaultListen},
+		"activity":       {kind: kObject, example: "activity: {max_age: 720h, max_rows: 1000000}", sub: activityFields},
+		"limits":         {kind: kObject, example: "limits: {max_request_bytes: 4194304}", sub: limitsFields},
+		"servers":        {kind: kServerList, example: "servers: [{name: docs, url: https://example.com/mcp}]"},
 	}
 )
 

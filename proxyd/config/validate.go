@@ -51,6 +51,13 @@ func (c *Config) Validate() error {
 	if d := c.Activity.Durability; d != "" && d != "batch" && d != "sync" {
 		v.add("activity.durability", fmt.Sprintf("activity durability must be batch or sync, not %q", d), "batch (the default) commits records in batches; sync commits each call's record before the call returns")
 	}
+	if c.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			v.add("metrics_listen", fmt.Sprintf("metrics_listen %q is not host:port", c.MetricsListen), "for example metrics_listen: 127.0.0.1:9464")
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			v.add("metrics_listen", fmt.Sprintf("metrics_listen %q has an invalid port", c.MetricsListen), "for example metrics_listen: 127.0.0.1:9464")
+		}
+	}
 	if c.State.Postgres != "" {
 		if err := checkStateDSN(c.State.Postgres); err != nil {
 			v.add("state.postgres", err.Error(),

@@ -28,11 +28,22 @@ type RefreshTarget interface {
 	RefreshProactively(ctx context.Context) error
 	// Call is one upstream request that needs the access token.
 	Call(ctx context.Context) error
+	// Forget drops the token cached in this process, so the next call
+	// reads what the store holds.
+	Forget()
 }
 
 // RefreshOptions configure a refresh drill.
 type RefreshOptions struct {
 	Callers int
+	// At, when set, is when the callers fire, so that the replicas sharing
+	// a state database fire together (up to 10 s ahead).
+	At time.Time
+	// Join: another replica expires the token and checks the grant
+	// afterwards; this one only fires its callers at At.
+	Join bool
+	// Replica names this proxyd in the report.
+	Replica string
 	// Progress receives human-readable progress lines.
 	Progress func(string)
 }
@@ -47,15 +58,31 @@ func Refresh(ctx context.Context, t RefreshTarget, o RefreshOptions) (api.Refres
 	if progress == nil {
 		progress = func(string) {}
 	}
-	rep := api.RefreshDrillReport{DrillOutcome: api.DrillOutcome{Server: t.Name()}, Callers: o.Callers}
+	rep := api.RefreshDrillReport{DrillOutcome: api.DrillOutcome{Server: t.Name()}, Replica: o.Replica, Callers: o.Callers}
 	if o.Callers < 1 || o.Callers > MaxCallers {
 		return rep, fmt.Errorf("callers must be between 1 and %d", MaxCallers)
 	}
-	if err := t.ExpireAccessToken(ctx); err != nil {
-		return rep, err
-	}
-	progress(fmt.Sprintf("marked the access token of %s expired (its grant kept)", t.Name()))
+	// Counted from before the expiry: the proactive refresher may be the
+	// one that serves it.
 	before := t.TokenRequests()
+	if !o.Join {
+		if err := t.ExpireAccessToken(ctx); err != nil {
+			return rep, err
+		}
+		progress(fmt.Sprintf("marked the access token of %s expired (its grant kept)", t.Name()))
+	}
+	if wait := time.Until(o.At); !o.At.IsZero() && wait > 0 && wait < 10*time.Second {
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return rep, ctx.Err()
+		}
+	}
+	if o.Join {
+		t.Forget() // fire on what the store holds: the expired token
+	}
 	progress(fmt.Sprintf("firing %d concurrent upstream requests and one proactive refresh", o.Callers))
 
 	lat := make([]time.Duration, o.Callers)
@@ -100,17 +127,30 @@ func Refresh(ctx context.Context, t RefreshTarget, o RefreshOptions) (api.Refres
 	rep.P99MS = ms(lat[(len(lat)*99)/100])
 	progress(fmt.Sprintf("%d token request(s) sent; %d of %d calls succeeded", rep.TokenRequests, rep.Succeeded, o.Callers))
 
-	// The grant must still work: a fresh refresh and a call afterwards.
-	progress("checking that the grant still works")
-	if err := t.ExpireAccessToken(ctx); err == nil {
-		before := t.TokenRequests()
-		err := t.Call(ctx)
-		rep.GrantIntact = err == nil && t.TokenRequests()-before == 1
-		if err != nil {
-			rep.Notes = append(rep.Notes, "follow-up call after a second refresh failed: "+redact.Text(err.Error()))
+	// The grant must still work: a fresh refresh and a call afterwards
+	// (by the replica that started a drill on several).
+	if o.Join {
+		rep.GrantIntact = rep.Failed == 0
+	} else {
+		progress("checking that the grant still works")
+		if err := t.ExpireAccessToken(ctx); err == nil {
+			before := t.TokenRequests()
+			err := t.Call(ctx)
+			rep.GrantIntact = err == nil && t.TokenRequests()-before == 1
+			if err != nil {
+				rep.Notes = append(rep.Notes, "follow-up call after a second refresh failed: "+redact.Text(err.Error()))
+			}
 		}
 	}
 	rep.Verdict = api.VerdictPass
+	if !o.At.IsZero() {
+		// Part of a drill on several replicas: its caller judges the
+		// token requests across all of them.
+		if rep.Failed != 0 || !rep.GrantIntact {
+			rep.Verdict = api.VerdictFail
+		}
+		return rep, nil
+	}
 	if rep.TokenRequests != 1 || rep.Failed != 0 || !rep.GrantIntact {
 		rep.Verdict = api.VerdictFail
 		if rep.TokenRequests > 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -77,8 +78,11 @@ type FlightInfo struct {
 // CoordinatorOptions configure a Coordinator; zero values take defaults.
 type CoordinatorOptions struct {
 	Timeout time.Duration // of a flight; default 30s
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Lock serialises a grant's refresh across processes sharing the
+	// store; default the store's own (see Store.Hold).
+	Lock   GrantLock
+	Now    func() time.Time
+	Logger *slog.Logger
 	// Metrics counts token requests by outcome (label "outcome"); see
 	// NewRefreshCounter.
 	Metrics *prometheus.CounterVec
@@ -123,6 +127,9 @@ type Coordinator struct {
 	// request goes out, so dropping the answer would lose the grant.
 	flights sync.WaitGroup
 	closed  bool
+	// reads shares one store read among the callers that find no token
+	// cached (a restart under load, a sign-in made elsewhere).
+	reads singleflight.Group
 }
 
 // Close waits (bounded by ctx) for refreshes in flight to store their
@@ -175,6 +182,9 @@ func NewCoordinator(store *Store, opts CoordinatorOptions) *Coordinator {
 	if opts.GiveUpAfter <= 0 {
 		opts.GiveUpAfter = 3
 	}
+	if opts.Lock == nil {
+		opts.Lock = store
+	}
 	return &Coordinator{store: store, opts: opts, log: opts.Logger, keys: map[string]*keyState{}}
 }
 
@@ -187,13 +197,14 @@ func (c *Coordinator) current(ctx context.Context, key string, st *keyState) (*T
 	if t != nil {
 		return t, nil
 	}
-	t, err := c.store.Token(ctx, key)
+	v, err, _ := c.reads.Do(key, func() (any, error) { return c.store.Token(ctx, key) })
 	if errors.Is(err, ErrNoToken) {
 		return nil, &NotSignedInError{Server: name}
 	}
 	if err != nil {
 		return nil, err
 	}
+	t = v.(*Token)
 	c.remember(st, t)
 	return t, nil
 }

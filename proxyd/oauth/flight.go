@@ -107,7 +107,14 @@ func safeMessage(err error) string {
 }
 
 func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src GrantSource, trigger Trigger, observed *Token, info *FlightInfo) (*Token, error) {
-	cur, err := c.store.Token(ctx, key)
+	// One refresh per grant across processes: hold the grant, then read
+	// what the last holder stored.
+	hold, err := c.opts.Lock.Hold(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("refresh %s: %w", src.Server, err)
+	}
+	defer hold.Release()
+	cur, err := hold.Token(ctx)
 	if errors.Is(err, ErrNoToken) {
 		return nil, &NotSignedInError{Server: src.Server}
 	}
@@ -158,6 +165,10 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 		return nil, e
 	}
 	c.mu.Unlock()
+	if e := c.shared(ctx, hold, key, st, src, fp, now); e != nil {
+		info.Outcome = e.Class
+		return nil, e
+	}
 
 	// A machine grant obtains its next token as it obtained the first;
 	// its client may be anonymous (a workload identity alone).
@@ -193,8 +204,21 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	c.mu.Lock()
 	st.requests++
 	c.mu.Unlock()
-	ot, secrets, rerr := c.requestToken(ctx, src, client, endpoint, cur)
+	// A refresh token is spent when its request arrives; a grant without
+	// one (a machine grant) has nothing to lose and is not marked.
+	rctx, marked := ctx, func() error { return nil }
+	if cur.RefreshToken != "" {
+		rctx, marked = markOnConnect(ctx, func() error { return hold.MarkInFlight(ctx, fp) })
+	}
+	ot, secrets, rerr := c.requestToken(rctx, src, client, endpoint, cur)
+	if merr := marked(); merr != nil && rerr == nil {
+		c.log.Warn("oauth: could not record the refresh in flight", "server", src.Server, "error", redact.Text(merr.Error()))
+	}
 	if rerr != nil {
+		// The answer came back to this process: its outcome is known.
+		if err := hold.ClearInFlight(ctx); err != nil {
+			c.log.Warn("oauth: clear the refresh in flight", "server", src.Server, "error", redact.Text(err.Error()))
+		}
 		e := ClassifyRefreshError(rerr, client.Registered)
 		e = &RefreshError{Class: e.Class, Terminal: e.Terminal, Code: e.Code, HTTPStatus: e.HTTPStatus,
 			RetryAfter: e.RetryAfter, Msg: redact.Text(e.Msg, secrets...), Err: e.Err}
@@ -214,14 +238,7 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	info.Outcome = OutcomeSuccess
 	next := tokenFrom(ot, cur.Scopes, now)
 	next.Generation, next.DPoPKey, next.Issuer = cur.Generation, cur.DPoPKey, cur.Issuer
-	superseded := false
-	err = c.store.UpdateToken(ctx, key, src.Server, func(latest *Token) (*Token, error) {
-		if latest == nil || !sameGrant(latest, cur) {
-			superseded = true
-			return nil, nil
-		}
-		return next, nil
-	})
+	superseded, err := hold.Store(ctx, src.Server, cur, next, RefreshState{LastRefresh: now, LastOutcome: OutcomeSuccess})
 	if err != nil {
 		return nil, fmt.Errorf("store refreshed token for %s: %w", src.Server, err)
 	}
@@ -238,7 +255,6 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	c.mu.Lock()
 	st.latch, st.cool, st.rejected = nil, nil, false
 	c.mu.Unlock()
-	c.saveState(ctx, key, RefreshState{LastRefresh: now, LastOutcome: OutcomeSuccess})
 	return next, nil
 }
 

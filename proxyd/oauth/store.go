@@ -86,13 +86,14 @@ var (
 // it reads (SQLite: the immediate transaction's write lock; PostgreSQL:
 // SELECT ... FOR UPDATE), so two processes cannot interleave.
 type Store struct {
-	db  *store.DB
-	now func() time.Time
-	mu  sync.Mutex // serialises this process's read-modify-writes
+	db     *store.DB
+	holder string // this store's name as a refresh lease holder
+	now    func() time.Time
+	mu     sync.Mutex // serialises this process's read-modify-writes
 }
 
 // NewStore wraps db.
-func NewStore(db *store.DB) *Store { return &Store{db: db, now: time.Now} }
+func NewStore(db *store.DB) *Store { return &Store{db: db, holder: holderID(), now: time.Now} }
 
 func toMillis(t time.Time) int64 {
 	if t.IsZero() {
@@ -161,6 +162,17 @@ func (s *Store) UpdateToken(ctx context.Context, key, name string, fn func(cur *
 	if next == nil {
 		return nil
 	}
+	if err := s.writeToken(ctx, tx, key, name, next); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit token update: %w", err)
+	}
+	return nil
+}
+
+// writeToken upserts key's token in tx.
+func (s *Store) writeToken(ctx context.Context, tx *store.Tx, key, name string, next *Token) error {
 	tt := next.TokenType
 	if tt == "" {
 		tt = "Bearer"
@@ -169,7 +181,7 @@ func (s *Store) UpdateToken(ctx context.Context, key, name string, fn func(cur *
 	if obtained.IsZero() {
 		obtained = s.now()
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO oauth_tokens
+	_, err := tx.ExecContext(ctx, `INSERT INTO oauth_tokens
 		(server_key, server_name, access_token, refresh_token, token_type, expiry, scopes, generation, updated, dpop_key, issuer)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (server_key) DO UPDATE SET server_name = excluded.server_name,
@@ -181,9 +193,6 @@ func (s *Store) UpdateToken(ctx context.Context, key, name string, fn func(cur *
 		strings.Join(next.Scopes, " "), next.Generation, toMillis(obtained), next.DPoPKey, next.Issuer)
 	if err != nil {
 		return fmt.Errorf("write token: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit token update: %w", err)
 	}
 	return nil
 }
@@ -313,16 +322,34 @@ type RefreshState struct {
 	LastOutcome Outcome
 	LastClass   string // transient|terminal|""
 	Latched     string // terminal message, empty when not latched
+	// Fingerprint is the grant (generation, refresh token, client) the
+	// latch or cooldown belongs to; CoolUntil ends a transient failure's
+	// backoff, the CoolCount-th in a row. Every process sharing the store
+	// honours them.
+	Fingerprint string
+	CoolUntil   time.Time
+	CoolCount   int
+	// FlightFP is set while a token request for that grant is out; a
+	// holder that finds it set, with no holder left, knows the outcome of
+	// that request is unknown.
+	FlightFP string
 }
 
 // State returns key's refresh state (zero when none).
 func (s *Store) State(ctx context.Context, key string) (RefreshState, error) {
+	return readState(ctx, s.db, key)
+}
+
+func readState(ctx context.Context, q querier, key string) (RefreshState, error) {
 	var st RefreshState
 	var last int64
 	var outcome string
-	err := s.db.QueryRowContext(ctx, `SELECT last_refresh, last_outcome, last_class, latched FROM oauth_state WHERE server_key = ?`, key).
-		Scan(&last, &outcome, &st.LastClass, &st.Latched)
+	var cool int64
+	err := q.QueryRowContext(ctx, `SELECT last_refresh, last_outcome, last_class, latched, fingerprint, cool_until, cool_count, flight_fp
+		FROM oauth_state WHERE server_key = ?`, key).
+		Scan(&last, &outcome, &st.LastClass, &st.Latched, &st.Fingerprint, &cool, &st.CoolCount, &st.FlightFP)
 	st.LastOutcome = Outcome(outcome)
+	st.CoolUntil = fromMillis(cool)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}
@@ -333,15 +360,42 @@ func (s *Store) State(ctx context.Context, key string) (RefreshState, error) {
 	return st, nil
 }
 
-// SaveState stores key's refresh state.
+// SaveState stores key's refresh state (the in-flight marker aside, which
+// only a grant hold sets and clears).
 func (s *Store) SaveState(ctx context.Context, key string, st RefreshState) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_state (server_key, last_refresh, last_outcome, last_class, latched, updated)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (server_key) DO UPDATE SET last_refresh = excluded.last_refresh, last_outcome = excluded.last_outcome,
-		last_class = excluded.last_class, latched = excluded.latched, updated = excluded.updated`,
-		key, toMillis(st.LastRefresh), string(st.LastOutcome), st.LastClass, st.Latched, toMillis(s.now()))
+	_, err := s.db.ExecContext(ctx, saveStateSQL,
+		key, toMillis(st.LastRefresh), string(st.LastOutcome), st.LastClass, st.Latched, st.Fingerprint,
+		toMillis(st.CoolUntil), st.CoolCount, toMillis(s.now()))
 	if err != nil {
 		return fmt.Errorf("save refresh state: %w", err)
 	}
 	return nil
+}
+
+const saveStateSQL = `INSERT INTO oauth_state (server_key, last_refresh, last_outcome, last_class, latched,
+		fingerprint, cool_until, cool_count, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (server_key) DO UPDATE SET last_refresh = excluded.last_refresh, last_outcome = excluded.last_outcome,
+		last_class = excluded.last_class, latched = excluded.latched, fingerprint = excluded.fingerprint,
+		cool_until = excluded.cool_until, cool_count = excluded.cool_count, updated = excluded.updated`
+
+// Generations returns the generation of every stored grant by server key:
+// a cheap poll that shows sign-ins and sign-outs made by other processes
+// sharing the database.
+func (s *Store) Generations(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT server_key, generation FROM oauth_tokens`)
+	if err != nil {
+		return nil, fmt.Errorf("read grant generations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var g int64
+		if err := rows.Scan(&k, &g); err != nil {
+			return nil, fmt.Errorf("read grant generations: %w", err)
+		}
+		out[k] = g
+	}
+	return out, rows.Err()
 }
