@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // socketPost posts body to path on the daemon's socket and returns the
@@ -49,5 +50,34 @@ func TestControlAPIRefusesBadInput(t *testing.T) {
 				t.Fatalf("status %d: %s; want 400 naming %q", code, body, c.want)
 			}
 		})
+	}
+}
+
+// The metrics listener is bounded like the other servers: a keep-alive
+// connection is closed after limits.idle_timeout, slow headers after
+// limits.read_header_timeout.
+func TestMetricsListenerBounded(t *testing.T) {
+	td := startDaemon(t, "listen: 127.0.0.1:0\nmetrics_listen: 127.0.0.1:0\nlimits: {idle_timeout: 200ms, read_header_timeout: 200ms}\n")
+	st, err := td.client.Status(context.Background())
+	if err != nil || st.MetricsListen == "" {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	for _, req := range []string{
+		"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", // answered, then idle
+		"GET /metrics HTTP/1.1\r\nHost: x\r\n",     // headers never finished
+	} {
+		c, err := net.Dial("tcp", st.MetricsListen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = io.Copy(io.Discard, c)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("%q: the metrics listener kept the connection open for 10s", req)
+		}
 	}
 }
