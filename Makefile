@@ -13,16 +13,18 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mcpx ./cmd/mcpx
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mcpx-fixtures ./cmd/mcpx-fixtures
 
-# The main job end to end on embedded defaults: a fixture upstream, proxyd
-# on a temporary socket and state dir, tools, a call, status, stop.
+# The whole job end to end on embedded defaults, in a temporary socket and
+# state dir: a fixture upstream, tools, calls, probes of a healthy and a
+# broken TLS endpoint, a headless-browser sign-in, both drills, activity.
 demo: build
+	$(GO) build -trimpath -o $(BIN)/mcpx-browser ./tools/conformance/mcpx-client
 	bash tools/demo.sh
 
 # Every test: vet, staticcheck, unit and integration tests under -race,
 # the end-to-end suite against the real binaries, third-party peers and the
 # conformance suite (installed from the npm registry by 'make peers').
 test: vet lint peers check-completions
-	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 20m ./...
+	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 MCPX_REQUIRE_SHELLS=1 $(GO) test -race -count=1 -timeout 20m ./...
 	# The refresh race, repeated: exactly one token request every time.
 	$(GO) test -race -count=20 -run 'TestConcurrentCallersOneRefresh|TestProactiveAfterReactiveDoesNotRefreshAgain' ./proxyd/oauth/
 

@@ -86,7 +86,7 @@ Examples:
 			Name:  "summary",
 			Usage: "counts and failure rates grouped by server, tool, error class or fault domain",
 			Flags: append(filterFlags(), outputFlag,
-				&cli.StringFlag{Name: "by", Value: "server", Usage: "server, tool, error_class, fault_domain or replica"}),
+				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by `FIELD`: server, tool, error_class, fault_domain or replica"}),
 			Action: runActivitySummary,
 		},
 	},

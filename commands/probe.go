@@ -54,17 +54,18 @@ Examples:
    mcpx probe URL --header 'X-Api-Key: ...' -o json | jq .result
    mcpx probe URL --require-auth-ok && echo signed in`,
 	Flags: []cli.Flag{
-		&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, Usage: "time limit per step; the whole probe gets 3x"},
+		&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, Usage: "`DURATION` per step; the whole probe gets 3x"},
 		&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "extra request header `K:V` (repeatable; the value is never printed)"},
 		&cli.StringFlag{Name: "ca-file", Usage: "PEM `FILE` of CAs to trust in addition to the system store"},
-		&cli.StringFlag{Name: "transport", Usage: "streamable-http or sse (default: the config's, else streamable-http)"},
-		&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern (default: the config's, else auto)"},
+		&cli.StringFlag{Name: "transport", Usage: "`TRANSPORT`: streamable-http or sse", DefaultText: "the config's, else streamable-http"},
+		&cli.StringFlag{Name: "protocol", Usage: "`PROTOCOL`: auto, legacy or modern", DefaultText: "the config's, else auto"},
 		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
 		&cli.BoolFlag{Name: "show-certs", Usage: "print every certificate the server presented, with its PEM (in -o json too)"},
 		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
 		outputFlag,
 	},
-	Action: runProbe,
+	BashComplete: completeServers,
+	Action:       runProbe,
 }
 
 func runProbe(c *cli.Context) error {

@@ -33,8 +33,8 @@ Examples:
    mcpx proxyd
    mcpx proxyd --log-level debug --socket /tmp/mcpx.sock`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT`: text or json"},
 		&cli.StringFlag{Name: "replica", EnvVars: []string{replica.EnvID}, Usage: "this proxyd's `ID` among replicas sharing one state database (default: the host name)"},
 	},
 	Action: runProxyd,

@@ -60,7 +60,7 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := d.discover(ctx, s)
 	if err != nil {
-		return badRequest("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redact.Text(err.Error()), s.Name)
+		return conflict("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redact.Text(err.Error()), s.Name)
 	}
 	var out *ndjson
 	lr := oauth.LoginRequest{

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/errtext"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
@@ -40,7 +41,7 @@ func (d *Daemon) status() api.Status {
 
 func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
-	st.LastError = d.secrets.text(st.LastError)
+	st.LastError = d.secrets.text(errtext.Dedupe(st.LastError))
 	// The endpoint's naming as of its last sync: working it out again would
 	// cost in proportion to every server's tools, on every status.
 	st.Warnings = d.down.Naming().OmittedBy(c.Name())
