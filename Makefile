@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/mcpx-dev/mcpx/commands.Version=$(VERSION)
 PEERS    := tools/peers
 
-.PHONY: all build demo test unit e2e vet lint peers conformance bench completions check-completions clean fleet-drill
+.PHONY: all build demo test unit e2e vet lint peers conformance bench fuzz soak completions check-completions clean fleet-drill
 
 all: build
 
@@ -49,6 +49,21 @@ peers:
 
 conformance: peers
 	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -run 'Conformance' -v ./e2e/...
+
+# Every fuzz target (the parsers of outside input) for FUZZTIME each, one
+# at a time. The corpus (testdata/fuzz and each target's seeds) also runs
+# in 'make test', as ordinary tests.
+FUZZTIME ?= 60s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash tools/fuzz.sh
+
+# The hostile soak for longer than 'make test' runs it (two 5 s phases):
+# misbehaving upstreams, hostile clients, a SIGKILL and a restart after
+# every phase; the pass criteria are printed as figures.
+SOAK_PHASES ?= 6
+SOAK_PHASE  ?= 60s
+soak:
+	MCPX_SOAK_PHASES=$(SOAK_PHASES) MCPX_SOAK_PHASE=$(SOAK_PHASE) $(GO) test -count=1 -v -timeout 60m -run '^TestHostileSoak$$' ./e2e/
 
 # The refresh drill across replicas at full length: 20 cycles and 5 holder
 # kills on three replicas sharing PostgreSQL and two sharing SQLite

@@ -141,7 +141,7 @@ func Main() int {
 		err = app.RunContext(context.Background(), normalizeArgs(app, args))
 	}
 	if err != nil && !IsSilent(err) {
-		fmt.Fprintf(os.Stderr, "mcpx: %v\n", err)
+		fmt.Fprintf(os.Stderr, "mcpx: %s\n", shown(err.Error()))
 	}
 	return ExitCode(err)
 }

@@ -149,12 +149,12 @@ func runLogin(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "Signed in to %s.\n", result.Server)
-	fmt.Fprintf(w, "  scopes:        %s\n", orNoneText(strings.Join(result.Scopes, " ")))
+	fmt.Fprintf(w, "  scopes:        %s\n", shown(orNoneText(strings.Join(result.Scopes, " "))))
 	if !result.Expiry.IsZero() {
 		fmt.Fprintf(w, "  expires:       %s (in %s)\n", tableTime(result.Expiry), humanDuration(time.Until(result.Expiry)))
 	}
 	fmt.Fprintf(w, "  refresh token: %s\n", yesNo(result.RefreshToken))
-	fmt.Fprintf(w, "  client:        %s (%s)\n", result.ClientID, result.ClientSource)
+	fmt.Fprintf(w, "  client:        %s (%s)\n", shown(result.ClientID), result.ClientSource)
 	if cn := result.Connection; cn != nil && cn.Error == "" {
 		fmt.Fprintf(w, "  server:        %s, %d tools\n", cn.State, cn.Tools)
 	}

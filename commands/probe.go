@@ -215,7 +215,7 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 
 // probeTable prints one line per step, then the verdict and the hint.
 func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
-	fmt.Fprintf(w, "Probing %s (%s)\n\n", rep.Target, rep.Mode)
+	fmt.Fprintf(w, "Probing %s (%s)\n\n", shown(rep.Target), rep.Mode)
 	t := newTable(w, "STEP", "STATUS", "TIME", "DETAIL")
 	for _, s := range rep.Steps {
 		tm := "-"
@@ -251,7 +251,7 @@ func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
 	case probe.CodeAuthRequired:
 		col = yellow
 	}
-	fmt.Fprintf(w, "\nresult: %s: %s\n", color(colour, col, verdict), res.Message)
-	fmt.Fprintf(w, "hint: %s\n", res.Hint)
+	fmt.Fprintf(w, "\nresult: %s: %s\n", color(colour, col, verdict), shown(res.Message))
+	fmt.Fprintf(w, "hint: %s\n", shown(res.Hint))
 	return nil
 }

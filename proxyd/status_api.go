@@ -30,7 +30,7 @@ func (d *Daemon) status() api.Status {
 	}
 	d.cfgMu.RLock()
 	if d.cfgErr != nil {
-		s.ConfigError = d.cfgErr.Error()
+		s.ConfigError = d.secrets.text(d.cfgErr.Error())
 	}
 	d.cfgMu.RUnlock()
 	for _, c := range d.mgr.List() {
@@ -41,8 +41,10 @@ func (d *Daemon) status() api.Status {
 
 func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
-	st.LastError = errtext.Dedupe(st.LastError)
-	st.Warnings = d.naming().OmittedBy(c.Name())
+	st.LastError = d.secrets.text(errtext.Dedupe(st.LastError))
+	// The endpoint's naming as of its last sync: working it out again would
+	// cost in proportion to every server's tools, on every status.
+	st.Warnings = d.down.Naming().OmittedBy(c.Name())
 	h := d.health.Snapshot(c.Name())
 	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
 	if st.State == api.StateReady && h.Degraded {
