@@ -148,6 +148,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.down = downstream.New(d, opts.Version, d.log)
 	// The re-init counter lives on each connection; metrics read it there.
 	d.metrics.trackReinits(d.mgr.List)
+	d.metrics.trackStreams(d.down.OpenStreams)
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)

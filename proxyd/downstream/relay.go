@@ -183,6 +183,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bo
 			return false
 		}
 	}
+	s.relaying.Add(1)
+	defer s.relaying.Add(-1)
 	c := call.Call
 	c.Params = relay.WithoutMember(c.Params, "_meta")
 	c.ProgressToken, c.Meta = splitMeta(meta)

@@ -79,6 +79,9 @@ type Server struct {
 	listeners listeners
 	// urlElicitations routes the completion of URL elicitations.
 	urlElicitations urlElicitations
+	// relaying and listening count the relayed requests and listen
+	// streams being served (OpenStreams).
+	relaying, listening atomic.Int64
 
 	mu        sync.Mutex
 	toolSig   string
@@ -152,6 +155,12 @@ func (s *Server) sessionOf(ctx context.Context) *session {
 		return s.sessions.get(cs.SessionID())
 	}
 	return nil
+}
+
+// OpenStreams are the relayed requests and subscriptions/listen streams
+// being served now: both fall to zero once their clients have left.
+func (s *Server) OpenStreams() (requests, listens int64) {
+	return s.relaying.Load(), s.listening.Load()
 }
 
 // MCPServer exposes the underlying server (tests, stdio bridge).
