@@ -58,7 +58,7 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)})
+			_ = t.Append([]string{s.Name, string(s.State), fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)})
 		}
 		return t.Render()
 	})
@@ -74,7 +74,7 @@ func runHealth(c *cli.Context) error {
 	var bad []string
 	for _, s := range out {
 		if s.State != api.StateReady && s.State != api.StateDisabled {
-			bad = append(bad, s.Name+" is "+s.State)
+			bad = append(bad, s.Name+" is "+string(s.State))
 		}
 	}
 	if len(bad) > 0 {

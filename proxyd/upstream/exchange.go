@@ -241,7 +241,7 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return nil, &ErrNotReady{Server: c.name, State: "closing"}
+		return nil, &ErrNotReady{Server: c.name, State: stateClosing}
 	}
 	c.inflight.Add(1)
 	c.mu.Unlock()
