@@ -140,7 +140,24 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 		opts = append(opts, server.WithMethodCacheHints(m, CacheTTLMillis, mcp.CacheScopePrivate))
 	}
 	s.mcp = server.NewMCPServer("mcpx-proxyd", version, opts...)
+	// A legacy client's roots changed: the upstreams that asked it for its
+	// roots hear of it (the others never saw them).
+	if rn, ok := backend.(RootsNotifier); ok {
+		s.mcp.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), func(ctx context.Context, _ mcp.JSONRPCNotification) {
+			if sess := s.sessionOf(ctx); sess != nil {
+				for _, srv := range sess.rootsAskers() {
+					go rn.RootsChanged(srv)
+				}
+			}
+		})
+	}
 	return s
+}
+
+// RootsNotifier is implemented by backends that tell an upstream a
+// client's roots changed.
+type RootsNotifier interface {
+	RootsChanged(server string)
 }
 
 // LevelSetter is implemented by backends that pass a client's

@@ -267,7 +267,7 @@ func relayedCapabilities() mcp.ClientCapabilities {
 	return mcp.ClientCapabilities{
 		Roots: &struct {
 			ListChanged bool `json:"listChanged,omitempty"`
-		}{},
+		}{ListChanged: true}, // a client's notifications/roots/list_changed is passed on
 		Sampling:    &mcp.SamplingCapability{},
 		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 	}
