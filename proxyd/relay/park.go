@@ -388,6 +388,13 @@ func (p *parked) Notify(method string, params json.RawMessage) {
 	}
 }
 
+// Attended: a client round is attached (the client waits on its request).
+func (p *parked) Attended() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.round != nil
+}
+
 func (p *parked) Accepts(method string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
