@@ -40,11 +40,14 @@ var (
 )
 
 // combo is one combination of protocol eras: the client's, and the one
-// proxyd speaks with the upstream (the fixture speaks both, so the direct
-// and reverse-proxy paths always speak the client's era).
+// proxyd speaks with the upstream. The fixture speaks both, so a direct
+// or reverse-proxy path speaks the era of the client that takes it: in a
+// cross-era combination both are measured with a client in each era.
 type combo struct {
 	client, upstream string
 }
+
+func (c combo) cross() bool { return c.client != c.upstream }
 
 func (c combo) String() string { return c.client + "/" + c.upstream }
 
@@ -60,12 +63,13 @@ func benchConfig(upstream string) string {
 		"  - name: fxm\n    url: " + upstream + "\n    protocol: modern\n"
 }
 
-// proxydTool is the exposed echo tool of the server for upstream era.
-func proxydTool(upstream string) string {
+// proxydPrefix is the prefix of the exposed tools of the server for
+// upstream era.
+func proxydPrefix(upstream string) string {
 	if upstream == "legacy" {
-		return "fxl__echo"
+		return "fxl__"
 	}
-	return "fxm__echo"
+	return "fxm__"
 }
 
 // selected reports whether value is in the comma-separated list in the
@@ -93,13 +97,15 @@ type path struct {
 	url     string
 	headers map[string]string
 	tool    string
+	// legacy: the path's client speaks the legacy era (else the modern).
+	legacy bool
 	// progress: call the fixture's progress tool with a progressToken (one
 	// notification, an SSE answer) instead of echo.
 	progress bool
 }
 
 // dial opens an initialised MCP client session on p.
-func dial(b *testing.B, p path, legacy bool) *client.Client {
+func dial(b *testing.B, p path) *client.Client {
 	b.Helper()
 	ctx := context.Background()
 	tr, err := transport.NewStreamableHTTP(p.url, transport.WithHTTPHeaders(p.headers),
@@ -108,7 +114,7 @@ func dial(b *testing.B, p path, legacy bool) *client.Client {
 		b.Fatal(err)
 	}
 	var opts []client.ClientOption
-	if legacy {
+	if p.legacy {
 		//lint:ignore SA1019 the legacy era is one of the benchmarked combinations
 		opts = append(opts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION), client.WithLegacyProtocolOnly())
 	}
@@ -149,18 +155,18 @@ func (p path) call(b *testing.B, cl *client.Client) bool {
 // every path in turn, starting from a different one each round: the
 // samples are paired, so a moment of machine noise lands on all paths
 // alike instead of on whichever path was being measured.
-func latencies(b *testing.B, paths [3]path, legacy bool, clients, calls int) [3][]time.Duration {
+func latencies(b *testing.B, paths []path, clients, calls int) [][]time.Duration {
 	b.Helper()
-	var lat [3][]time.Duration
+	lat := make([][]time.Duration, len(paths))
 	for i := range lat {
 		lat[i] = make([]time.Duration, calls)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range clients {
-		var cls [3]*client.Client
+		cls := make([]*client.Client, len(paths))
 		for i, p := range paths {
-			cls[i] = dial(b, p, legacy)
+			cls[i] = dial(b, p)
 		}
 		wg.Add(1)
 		go func() {
@@ -191,15 +197,16 @@ func latencies(b *testing.B, paths [3]path, legacy bool, clients, calls int) [3]
 // blocks times calls per path in warm sequential blocks: all clients call
 // one path for a block of `calls` calls, then the next path, the paths
 // alternating block by block (and the order rotating each round).
-func blocks(b *testing.B, paths [3]path, legacy bool, clients, calls, rounds int) [3][]time.Duration {
+func blocks(b *testing.B, paths []path, clients, calls, rounds int) [][]time.Duration {
 	b.Helper()
-	cls := make([][3]*client.Client, clients)
+	cls := make([][]*client.Client, clients)
 	for i := range cls {
+		cls[i] = make([]*client.Client, len(paths))
 		for k, p := range paths {
-			cls[i][k] = dial(b, p, legacy)
+			cls[i][k] = dial(b, p)
 		}
 	}
-	var lat [3][]time.Duration
+	lat := make([][]time.Duration, len(paths))
 	for r := range rounds {
 		for k := range paths {
 			i := (k + r) % len(paths)
@@ -235,11 +242,11 @@ func blocks(b *testing.B, paths [3]path, legacy bool, clients, calls, rounds int
 
 // throughput makes `calls` calls of one path over `clients` workers and
 // returns calls per second.
-func throughput(b *testing.B, p path, legacy bool, clients, calls int) float64 {
+func throughput(b *testing.B, p path, clients, calls int) float64 {
 	b.Helper()
 	cls := make([]*client.Client, clients)
 	for i := range cls {
-		cls[i] = dial(b, p, legacy)
+		cls[i] = dial(b, p)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -262,7 +269,7 @@ func methodNote() string {
 }
 
 func reportHeader() string {
-	return fmt.Sprintf("%-14s %-3s %-7s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
+	return fmt.Sprintf("%-14s %-3s %-10s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
 		"p50", "p99", "blk p50", "blk p99", "calls/s", "added p50", "added p99", "blk +p50", "blk +p99", "tput")
 }
 
@@ -270,49 +277,93 @@ func reportHeader() string {
 // p50 and p99 by each method, and throughput.
 type ratios struct{ p50, p99, blockP50, blockP99, tput float64 }
 
-// addedRatio is proxyd's added latency over the reverse proxy's (0 with
-// "n/a" when the reverse proxy added nothing measurable: a ratio would be
-// noise).
-func addedRatio(p [3]time.Duration) (float64, string) {
-	if p[1]-p[0] <= 0 {
+// verdict is one comparison's ratios: against the direct call and the
+// reverse proxy in the client's era, and (cross-era combinations only)
+// in the upstream's era, where the call proxyd makes is the one the
+// direct and reverse-proxy clients make.
+type verdict struct {
+	client, upstream ratios
+	cross            bool
+}
+
+// judged are the ratios the targets apply to: the upstream era's when the
+// eras differ (proxyd pays the upstream's era on its side, which the
+// client's-era baselines do not), else the client's.
+func (v verdict) judged() ratios {
+	if v.cross {
+		return v.upstream
+	}
+	return v.client
+}
+
+// addedRatio is proxyd's added latency over the reverse proxy's, each
+// over the direct call d (0 with "n/a" when the reverse proxy added
+// nothing measurable: a ratio would be noise).
+func addedRatio(d, rp, pd time.Duration) (float64, string) {
+	if rp-d <= 0 {
 		return 0, "n/a"
 	}
-	r := float64(p[2]-p[0]) / float64(p[1]-p[0])
+	r := float64(pd-d) / float64(rp-d)
 	return r, fmt.Sprintf("%.2fx", r)
 }
 
 func pct(lat []time.Duration, q int) time.Duration { return lat[len(lat)*q/100] }
 
-// compare measures the three paths at one concurrency by both methods,
-// appends their rows and the verdict line to report, and returns proxyd's
-// ratios to the reverse proxy.
-func compare(b *testing.B, report *strings.Builder, label string, legacy bool, clients int, paths [3]path) ratios {
+// The paths of a comparison, by index: the direct call, the reverse proxy
+// and proxyd with the client's era, then (cross-era combinations) the
+// direct call and the reverse proxy with the upstream's era.
+const (
+	pDirect = iota
+	pRproxy
+	pProxyd
+	pDirectUp
+	pRproxyUp
+)
+
+// compare measures the paths at one concurrency by both methods, appends
+// their rows and the verdict lines to report, and returns proxyd's ratios
+// to the reverse proxy.
+func compare(b *testing.B, report *strings.Builder, label string, clients int, paths []path) verdict {
 	b.Helper()
 	for i := range paths {
 		paths[i].failed = &atomic.Int64{}
 	}
-	lat := latencies(b, paths, legacy, clients, reps*callsPerRun)
-	blk := blocks(b, paths, legacy, clients, blockCalls, blockRounds)
-	var runs [3][]float64
+	lat := latencies(b, paths, clients, reps*callsPerRun)
+	blk := blocks(b, paths, clients, blockCalls, blockRounds)
+	runs := make([][]float64, len(paths))
 	for range reps {
 		for i, p := range paths {
-			runs[i] = append(runs[i], throughput(b, p, legacy, clients, callsPerRun/2))
+			runs[i] = append(runs[i], throughput(b, p, clients, callsPerRun/2))
 		}
 	}
-	var p50, p99, b50, b99 [3]time.Duration
-	var perSec [3]float64
+	n := len(paths)
+	p50, p99, b50, b99 := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+	perSec := make([]float64, n)
 	for i := range paths {
 		p50[i], p99[i] = pct(lat[i], 50), pct(lat[i], 99)
 		b50[i], b99[i] = pct(blk[i], 50), pct(blk[i], 99)
 		slices.Sort(runs[i])
 		perSec[i] = runs[i][len(runs[i])/2]
-		us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-		fmt.Fprintf(report, "%-14s %-3d %-7s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, paths[i].name,
+	}
+	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+	// row prints path i with its latency added over direct path d and its
+	// throughput relative to d's.
+	row := func(name string, i, d int) {
+		fmt.Fprintf(report, "%-14s %-3d %-10s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, name,
 			us(p50[i]), us(p99[i]), us(b50[i]), us(b99[i]), perSec[i],
-			us(p50[i]-p50[0]), us(p99[i]-p99[0]), us(b50[i]-b50[0]), us(b99[i]-b99[0]), 100*perSec[i]/perSec[0])
+			us(p50[i]-p50[d]), us(p99[i]-p99[d]), us(b50[i]-b50[d]), us(b99[i]-b99[d]), 100*perSec[i]/perSec[d])
+	}
+	cross := n > pDirectUp
+	row(paths[pDirect].name, pDirect, pDirect)
+	row(paths[pRproxy].name, pRproxy, pDirect)
+	row(paths[pProxyd].name, pProxyd, pDirect)
+	if cross {
+		row(paths[pDirectUp].name, pDirectUp, pDirectUp)
+		row(paths[pRproxyUp].name, pRproxyUp, pDirectUp)
+		row("proxyd/up", pProxyd, pDirectUp)
 	}
 	for i, p := range paths {
-		total := 2*reps*callsPerRun + blockRounds*blockCalls + 20*clients*3
+		total := 2*reps*callsPerRun + blockRounds*blockCalls + 20*clients*n
 		if n := p.failed.Load(); n > 0 {
 			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, n, total)
 			if n*100 > int64(total) {
@@ -320,25 +371,62 @@ func compare(b *testing.B, report *strings.Builder, label string, legacy bool, c
 			}
 		}
 	}
-	var r ratios
-	var s [4]string
-	r.p50, s[0] = addedRatio(p50)
-	r.p99, s[1] = addedRatio(p99)
-	r.blockP50, s[2] = addedRatio(b50)
-	r.blockP99, s[3] = addedRatio(b99)
-	r.tput = perSec[2] / perSec[1]
-	fmt.Fprintf(report, "  => proxyd added latency vs reverse proxy: paired p50 %s p99 %s, blocks p50 %s p99 %s (target <= 1.25x); throughput %.0f%% of reverse proxy (target >= 90%% at 16 clients)\n",
-		s[0], s[1], s[2], s[3], 100*r.tput)
-	return r
+	side := func(era string, d, rp int) ratios {
+		var r ratios
+		var s [4]string
+		r.p50, s[0] = addedRatio(p50[d], p50[rp], p50[pProxyd])
+		r.p99, s[1] = addedRatio(p99[d], p99[rp], p99[pProxyd])
+		r.blockP50, s[2] = addedRatio(b50[d], b50[rp], b50[pProxyd])
+		r.blockP99, s[3] = addedRatio(b99[d], b99[rp], b99[pProxyd])
+		r.tput = perSec[pProxyd] / perSec[rp]
+		fmt.Fprintf(report, "  => %s era: proxyd added latency vs reverse proxy: paired p50 %s p99 %s, blocks p50 %s p99 %s; throughput %.0f%% of reverse proxy\n",
+			era, s[0], s[1], s[2], s[3], 100*r.tput)
+		fmt.Fprintf(report, "SUMMARY %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.p50, r.p99, r.blockP50, r.blockP99, r.tput)
+		return r
+	}
+	v := verdict{cross: cross}
+	v.client = side("client", pDirect, pRproxy)
+	if cross {
+		v.upstream = side("upstream", pDirectUp, pRproxyUp)
+	}
+	fmt.Fprintf(report, "  (targets, on the %s era's baselines: added p50 and p99 <= 1.25x by both methods; throughput >= 90%% at 16 clients)\n",
+		map[bool]string{false: "client", true: "upstream"}[cross])
+	return v
 }
 
-// reportRatios records the ratios as benchmark metrics.
-func reportRatios(b *testing.B, label string, clients int, r ratios) {
-	b.ReportMetric(r.p50, fmt.Sprintf("%s-c%d-p50-ratio", label, clients))
-	b.ReportMetric(r.p99, fmt.Sprintf("%s-c%d-p99-ratio", label, clients))
-	b.ReportMetric(r.blockP50, fmt.Sprintf("%s-c%d-block-p50-ratio", label, clients))
-	b.ReportMetric(r.blockP99, fmt.Sprintf("%s-c%d-block-p99-ratio", label, clients))
-	b.ReportMetric(r.tput, fmt.Sprintf("%s-c%d-tput-ratio", label, clients))
+// reportRatios records the ratios as benchmark metrics: the ones the
+// targets apply to, and in a cross-era combination the client era's too.
+func reportRatios(b *testing.B, label string, clients int, v verdict) {
+	metrics := func(suffix string, r ratios) {
+		b.ReportMetric(r.p50, fmt.Sprintf("%s-c%d-p50-ratio%s", label, clients, suffix))
+		b.ReportMetric(r.p99, fmt.Sprintf("%s-c%d-p99-ratio%s", label, clients, suffix))
+		b.ReportMetric(r.blockP50, fmt.Sprintf("%s-c%d-block-p50-ratio%s", label, clients, suffix))
+		b.ReportMetric(r.blockP99, fmt.Sprintf("%s-c%d-block-p99-ratio%s", label, clients, suffix))
+		b.ReportMetric(r.tput, fmt.Sprintf("%s-c%d-tput-ratio%s", label, clients, suffix))
+	}
+	metrics("", v.judged())
+	if v.cross {
+		metrics("-client-era", v.client)
+	}
+}
+
+// comboPaths are the paths compared in combination cb: tool on the
+// fixture directly and through the reverse proxy, with a client in the
+// client's era and (cross-era) in the upstream's, and through proxyd.
+func comboPaths(cb combo, upstream, rproxy, proxydURL string, auth map[string]string, tool string, progress bool) []path {
+	legacy := cb.client == "legacy"
+	era := map[bool]string{true: "L", false: "M"}
+	ps := []path{
+		{name: "direct/" + era[legacy], url: upstream, tool: tool, legacy: legacy, progress: progress},
+		{name: "rproxy/" + era[legacy], url: rproxy, tool: tool, legacy: legacy, progress: progress},
+		{name: "proxyd", url: proxydURL, headers: auth, tool: proxydPrefix(cb.upstream) + tool, legacy: legacy, progress: progress},
+	}
+	if cb.cross() {
+		ps = append(ps,
+			path{name: "direct/" + era[!legacy], url: upstream, tool: tool, legacy: !legacy, progress: progress},
+			path{name: "rproxy/" + era[!legacy], url: rproxy, tool: tool, legacy: !legacy, progress: progress})
+	}
+	return ps
 }
 
 // runCombos measures every era combination at 1 and 16 clients against
@@ -351,20 +439,15 @@ func runCombos(b *testing.B, report *strings.Builder, upstream, rproxy, proxydUR
 		if !selected("MCPX_BENCH_COMBOS", cb.String()) {
 			continue
 		}
-		legacy := cb.client == "legacy"
-		paths := [3]path{
-			{name: "direct", url: upstream, tool: "echo"},
-			{name: "rproxy", url: rproxy, tool: "echo"},
-			{name: "proxyd", url: proxydURL, headers: auth, tool: proxydTool(cb.upstream)},
-		}
+		paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "echo", false)
 		for _, c := range []int{1, 16} {
 			if !selected("MCPX_BENCH_CLIENTS", fmt.Sprint(c)) {
 				continue
 			}
-			reportRatios(b, strings.ReplaceAll(cb.String(), "/", "-"), c, compare(b, report, cb.String(), legacy, c, paths))
+			reportRatios(b, strings.ReplaceAll(cb.String(), "/", "-"), c, compare(b, report, cb.String(), c, paths))
 		}
 	}
-	if !selected("MCPX_BENCH_CLIENTS", "1") {
+	if !selected("MCPX_BENCH_CLIENTS", "1") || !selected("MCPX_BENCH_PROGRESS", "1") {
 		return
 	}
 	fmt.Fprintf(report, "calls with a progressToken (the fixture's progress tool, one notification: an SSE answer):\n")
@@ -372,15 +455,9 @@ func runCombos(b *testing.B, report *strings.Builder, upstream, rproxy, proxydUR
 		if !selected("MCPX_BENCH_COMBOS", cb.String()) {
 			continue
 		}
-		legacy := cb.client == "legacy"
-		prefix := strings.TrimSuffix(proxydTool(cb.upstream), "echo")
-		paths := [3]path{
-			{name: "direct", url: upstream, tool: "progress", progress: true},
-			{name: "rproxy", url: rproxy, tool: "progress", progress: true},
-			{name: "proxyd", url: proxydURL, headers: auth, tool: prefix + "progress", progress: true},
-		}
+		paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "progress", true)
 		label := strings.ReplaceAll(cb.String(), "/", "-") + "-progress"
-		reportRatios(b, label, 1, compare(b, report, cb.String()+"+p", legacy, 1, paths))
+		reportRatios(b, label, 1, compare(b, report, cb.String()+"+p", 1, paths))
 	}
 }
 
