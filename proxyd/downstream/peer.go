@@ -148,14 +148,21 @@ func (p *httpPeer) startSSE() {
 }
 
 func writeEvent(w http.ResponseWriter, msg []byte) {
+	writeLastEvent(w, msg)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// writeLastEvent writes msg as the stream's last event, unflushed: the
+// server sends it with the stream's end when the handler returns, in one
+// write instead of two.
+func writeLastEvent(w http.ResponseWriter, msg []byte) {
 	buf := make([]byte, 0, len(msg)+24)
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, msg...)
 	buf = append(buf, "\n\n"...)
 	_, _ = w.Write(buf)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 // finish writes the response: the last event of an SSE stream, or a JSON
@@ -166,14 +173,16 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	defer p.mu.Unlock()
 	p.ended = true
 	if p.sse {
-		writeEvent(p.w, msg)
+		writeLastEvent(p.w, msg)
 		return
 	}
 	status := http.StatusOK
 	if rpcErr != nil && p.modern {
 		status = httpStatusFor(rpcErr.Code)
 	}
-	p.w.Header().Set("Content-Type", "application/json")
+	h := p.w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(msg))}
 	p.w.WriteHeader(status)
 	_, _ = p.w.Write(msg)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/mediatype"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
@@ -125,18 +125,48 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bo
 	if r.Method != http.MethodPost || r.URL.Path != "/mcp" {
 		return false
 	}
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+	if mediatype.Of(r.Header.Get("Content-Type")) != "application/json" {
 		return false
 	}
 	rl, ok := s.backend.(Relayer)
 	if !ok {
 		return false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRelayBody+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || len(body) > maxRelayBody {
-		return false
+	body, err := readBody(r)
+	if err == nil && len(body) <= maxRelayBody && s.relayMessage(w, r, client, rl, body) {
+		return true
 	}
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	return false
+}
+
+// readBody reads up to maxRelayBody+1 bytes of r's body, in one buffer
+// of the declared length when there is one.
+func readBody(r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	if n < 0 || n > maxRelayBody {
+		n = 512
+	}
+	body := make([]byte, 0, n+1) // +1: room to see the end without growing
+	lr := io.LimitReader(r.Body, maxRelayBody+1)
+	for {
+		if len(body) == cap(body) {
+			body = append(body, 0)[:len(body)]
+		}
+		m, err := lr.Read(body[len(body):cap(body)])
+		body = body[:len(body)+m]
+		if err == io.EOF {
+			return body, nil
+		}
+		if err != nil {
+			return body, err
+		}
+	}
+}
+
+// relayMessage relays the client message body (see relay); false: the
+// library answers it.
+func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client string, rl Relayer, body []byte) bool {
 	msg, ok := parseEnvelope(body)
 	if !ok || msg.JSONRPC != "2.0" {
 		return false

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // Results and params pass through as bytes; where an era needs a member
@@ -139,12 +140,31 @@ func Member(obj []byte, key string) ([]byte, bool) {
 // string).
 func StringMember(obj []byte, key string) string {
 	v, ok := Member(obj, key)
-	if !ok || len(v) == 0 || v[0] != '"' {
+	if !ok {
 		return ""
 	}
-	var s string
-	_ = json.Unmarshal(v, &s)
+	s, _ := String(v)
 	return s
+}
+
+// String decodes the JSON string v; ok is false when v is not one. A
+// string without escapes is converted as it is (most names, methods and
+// ids are), anything else is decoded by encoding/json.
+func String(v []byte) (s string, ok bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	plain := true
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(v[1 : len(v)-1]), true
+	}
+	return s, json.Unmarshal(v, &s) == nil
 }
 
 // WithMember returns obj with key set to value (replaced in place, or

@@ -86,3 +86,14 @@ func TestCaps(t *testing.T) {
 		}
 	}
 }
+
+func TestString(t *testing.T) {
+	for _, in := range []string{`"echo"`, `""`, `"a\"b"`, `"\u0061"`, `"é"`, "\"\xff\"", "\"a\tb\"", `"tools/call"`, `7`, `"`, `null`, `"a"b"`} {
+		got, ok := String([]byte(in))
+		var want string
+		wantOK := in[0] == '"' && json.Unmarshal([]byte(in), &want) == nil
+		if ok != wantOK || got != want {
+			t.Errorf("String(%s) = %q, %v; encoding/json: %q, %v", in, got, ok, want, wantOK)
+		}
+	}
+}

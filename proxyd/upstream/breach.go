@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // streamBounds are the bounds of this server's event streams.
@@ -96,7 +98,7 @@ func limitCause(ctx context.Context, err error) error {
 // replyFor checks that a reply answers request id: a reply under another
 // id, whatever it holds, is not this request's result.
 func replyFor(got json.RawMessage, id string) error {
-	if idKey(got) != "s:"+id {
+	if s, ok := relay.String(bytes.TrimSpace(got)); !ok || s != id {
 		return fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, id, got)
 	}
 	return nil

@@ -414,8 +414,8 @@ func idKey(id json.RawMessage) string {
 		return ""
 	}
 	if id[0] == '"' {
-		var s string
-		if json.Unmarshal(id, &s) != nil {
+		s, ok := relay.String(id)
+		if !ok {
 			return ""
 		}
 		return "s:" + s

@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
+	"github.com/mcpx-dev/mcpx/internal/mediatype"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
@@ -117,8 +118,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	if resp.StatusCode != http.StatusOK {
 		return nil, c.statusError(resp, w, sid)
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	switch mt {
+	switch mediatype.Of(resp.Header.Get("Content-Type")) {
 	case "application/json":
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
@@ -155,8 +155,24 @@ func (m *message) outcome() (json.RawMessage, error) {
 }
 
 func appendJSONString(b []byte, s string) ([]byte, error) {
+	if plainJSON(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"'), nil
+	}
 	q, err := json.Marshal(s)
 	return append(b, q...), err
+}
+
+// plainJSON: s is encoded as a JSON string by quoting it alone (ASCII
+// without what encoding/json escapes).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // setHeaders adds the transport's headers: protocol version, session,

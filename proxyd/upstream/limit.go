@@ -3,9 +3,9 @@ package upstream
 import (
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 
+	"github.com/mcpx-dev/mcpx/internal/mediatype"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
 
@@ -22,7 +22,7 @@ func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+	if mediatype.Of(resp.Header.Get("Content-Type")) == "text/event-stream" {
 		return resp, nil
 	}
 	if resp.ContentLength > t.max {

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/mediatype"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
 
@@ -41,7 +41,7 @@ func (t boundedStreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if mediatype.Of(resp.Header.Get("Content-Type")) != "text/event-stream" {
 		return resp, nil
 	}
 	s := &boundedStream{rc: resp.Body, max: t.b.maxEvent, rec: callerr.RecorderFrom(req.Context())}
