@@ -219,19 +219,40 @@ func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
 		head, err = io.ReadAll(io.LimitReader(orig, limit+1))
 	}
 	var tail io.Reader = orig
+	rb := &replayBody{r: io.MultiReader(bytes.NewReader(head), tail), c: orig}
 	if err != nil {
-		tail = errReader{err}
+		rb.r = io.MultiReader(bytes.NewReader(head), errReader{err})
+	} else if int64(len(head)) <= limit {
+		rb.whole = head
 	}
-	resp.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(head), tail), c: orig}
+	resp.Body = rb
 	return head, err
 }
 
+// replayBody is a body read ahead by PeekBody.
 type replayBody struct {
-	io.Reader
+	r io.Reader
 	c io.Closer
+	// whole is the entire body when PeekBody read all of it, until the
+	// first Read.
+	whole []byte
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	b.whole = nil
+	return b.r.Read(p)
 }
 
 func (b *replayBody) Close() error { return b.c.Close() }
+
+// WholeBody is the entire body when PeekBody has read all of it and
+// nothing has been read since, so a reader needs no copy of its own.
+func WholeBody(body io.Reader) ([]byte, bool) {
+	if rb, ok := body.(*replayBody); ok && rb.whole != nil {
+		return rb.whole, true
+	}
+	return nil, false
+}
 
 type errReader struct{ err error }
 

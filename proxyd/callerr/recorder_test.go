@@ -121,3 +121,34 @@ func TestNilRecorder(t *testing.T) {
 		t.Error("recorder from a bare context")
 	}
 }
+
+// WholeBody hands out a body PeekBody read entirely, and only until it is
+// read from.
+func TestWholeBody(t *testing.T) {
+	resp := func(body string) *http.Response {
+		return &http.Response{Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1}
+	}
+	r := resp(`{"result":{}}`)
+	if _, err := PeekBody(r, 64); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := WholeBody(r.Body); !ok || string(b) != `{"result":{}}` {
+		t.Fatalf("WholeBody = %q, %v", b, ok)
+	}
+	if b, _ := io.ReadAll(r.Body); string(b) != `{"result":{}}` {
+		t.Fatalf("read %q", b)
+	}
+	if _, ok := WholeBody(r.Body); ok {
+		t.Error("WholeBody after a read")
+	}
+	r = resp(strings.Repeat("x", 65))
+	PeekBody(r, 64)
+	if _, ok := WholeBody(r.Body); ok {
+		t.Error("WholeBody of a body over the limit")
+	}
+	r = &http.Response{Body: io.NopCloser(iotest.ErrReader(io.ErrUnexpectedEOF)), ContentLength: -1}
+	PeekBody(r, 64)
+	if _, ok := WholeBody(r.Body); ok {
+		t.Error("WholeBody of a broken body")
+	}
+}

@@ -274,7 +274,32 @@ func validModern(r *http.Request, msg envelope, meta []byte, metaVersion, versio
 	if len(caps) == 0 || caps[0] != '{' {
 		return false
 	}
-	return mcp.ValidateStandardHeaders(r.Header.Get, version, mcp.MCPMethod(msg.Method), msg.Params) == nil
+	return mcp.ValidateStandardHeaders(r.Header.Get, version, mcp.MCPMethod(msg.Method), nameOnly(msg.Method, msg.Params)) == nil
+}
+
+// nameOnly is the part of params the Mcp-Name header is checked against:
+// the member naming the target, as the object it is alone, so the check
+// does not decode the arguments and _meta (params when there is none).
+func nameOnly(method string, params []byte) []byte {
+	key := ""
+	switch method {
+	case string(mcp.MethodToolsCall), string(mcp.MethodPromptsGet):
+		key = "name"
+	case string(mcp.MethodResourcesRead):
+		key = "uri"
+	default:
+		return params
+	}
+	v, ok := relay.Member(params, key)
+	if !ok {
+		return params
+	}
+	out := make([]byte, 0, len(key)+len(v)+5)
+	out = append(out, '{', '"')
+	out = append(out, key...)
+	out = append(out, '"', ':')
+	out = append(out, v...)
+	return append(out, '}')
 }
 
 func headerLookup(h http.Header) func(string) (string, bool) {

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpx-dev/mcpx/internal/mediatype"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -120,9 +121,11 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	}
 	switch mediatype.Of(resp.Header.Get("Content-Type")) {
 	case "application/json":
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("reading the response: %w", err)
+		b, whole := callerr.WholeBody(resp.Body)
+		if !whole {
+			if b, err = io.ReadAll(resp.Body); err != nil {
+				return nil, fmt.Errorf("reading the response: %w", err)
+			}
 		}
 		m, err := parseMessage(b)
 		if err != nil {
