@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	rpt "github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -22,7 +23,8 @@ var drillCommand = &cli.Command{
 	Description: `Drills run inside proxyd against a configured server: they provoke a
 failure real deployments meet (a forgotten session, tokens expiring under
 load), show progress while they run and end with a verdict. A failing
-verdict exits 5, so a drill can gate CI.`,
+verdict exits 5, so a drill can gate CI. -o sarif and -o junit write the
+verdict's checks as CI reports (and annotations in GitHub Actions).`,
 	Subcommands: []*cli.Command{drillSessionCommand},
 }
 
@@ -53,7 +55,7 @@ Examples:
    mcpx drill session fixture --calls 20
    mcpx drill session fixture --calls 50 --include-writes -o json`,
 	Flags: []cli.Flag{
-		outputFlag,
+		reportOutputFlag,
 		&cli.IntFlag{Name: "calls", Aliases: []string{"n"}, Value: 20, Usage: "concurrent calls `N` after the session ends (1-1000)"},
 		&cli.BoolFlag{Name: "include-writes", Usage: "also call a tool that is not read-only (it must not be repeated)"},
 	},
@@ -64,7 +66,7 @@ func runDrillSession(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr("drill session needs exactly one SERVER (see 'mcpx drill session --help')")
 	}
-	if _, err := format(c); err != nil {
+	if _, err := reportFormat(c); err != nil {
 		return err
 	}
 	n := c.Int("calls")
@@ -97,7 +99,8 @@ func runDrillSession(c *cli.Context) error {
 	if report == nil {
 		return errors.New("proxyd ended the drill without a report")
 	}
-	if err := render(c, report, func(w io.Writer) error { return printSessionReport(c, w, report) }); err != nil {
+	if err := renderReport(c, report, func(w io.Writer) error { return printSessionReport(c, w, report) },
+		func() rpt.Run { return sessionDrillRun(report, serverURL(c, report.Server)) }); err != nil {
 		return err
 	}
 	if report.Verdict == api.VerdictFail {

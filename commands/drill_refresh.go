@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -30,7 +31,7 @@ Examples:
    mcpx drill refresh docs --callers 50
    mcpx drill refresh docs -o json | jq .token_requests`,
 	Flags: []cli.Flag{
-		outputFlag,
+		reportOutputFlag,
 		&cli.IntFlag{Name: "callers", Aliases: []string{"n"}, Value: 50, Usage: "concurrent callers `N` (1-1000)"},
 	},
 	BashComplete: completeServers,
@@ -43,14 +44,13 @@ func runDrillRefresh(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr("drill refresh needs one SERVER")
 	}
-	f, err := format(c)
-	if err != nil {
+	if _, err := reportFormat(c); err != nil {
 		return err
 	}
 	req := api.RefreshDrillRequest{Server: c.Args().First(), Callers: c.Int("callers")}
 	var rep *api.RefreshDrillReport
 	var failure *api.ErrorDetail
-	err = newClient(c).Stream(c.Context, http.MethodPost, "/v1/drill/refresh", req, func(line []byte) error {
+	err := newClient(c).Stream(c.Context, http.MethodPost, "/v1/drill/refresh", req, func(line []byte) error {
 		var ev api.RefreshDrillEvent
 		if err := json.Unmarshal(line, &ev); err != nil {
 			return err
@@ -74,7 +74,7 @@ func runDrillRefresh(c *cli.Context) error {
 	if rep == nil {
 		return errors.New("proxyd ended the drill without a report; see its log")
 	}
-	if err := render(c, rep, func(w io.Writer) error {
+	if err := renderReport(c, rep, func(w io.Writer) error {
 		fmt.Fprintf(w, "refresh drill against %s with %d callers\n", rep.Server, rep.Callers)
 		fmt.Fprintf(w, "  token requests: %d (expected 1)\n", rep.TokenRequests)
 		fmt.Fprintf(w, "  calls:          %d succeeded, %d failed\n", rep.Succeeded, rep.Failed)
@@ -85,10 +85,9 @@ func runDrillRefresh(c *cli.Context) error {
 		}
 		fmt.Fprintf(w, "verdict: %s\n", rep.Verdict)
 		return nil
-	}); err != nil {
+	}, func() report.Run { return refreshDrillRun(rep, serverURL(c, rep.Server)) }); err != nil {
 		return err
 	}
-	_ = f
 	if !strings.EqualFold(rep.Verdict, api.VerdictPass) {
 		return silentExit(ExitDrillFailed)
 	}

@@ -98,7 +98,7 @@ type Step struct {
 	// steps' common time axis (absent for skipped steps).
 	StartMS float64 `json:"start_ms,omitempty"`
 	Detail  string  `json:"detail"`
-	Data       any     `json:"data,omitempty"`
+	Data    any     `json:"data,omitempty"`
 }
 
 // Result is the verdict of a probe.
