@@ -22,7 +22,7 @@ demo: build
 # suite against the real binaries, third-party peers and the conformance
 # suite (installed from the npm registry by 'make peers').
 test: vet peers check-completions
-	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -timeout 20m ./...
+	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 20m ./...
 	# The refresh race, repeated: exactly one token request every time.
 	$(GO) test -race -count=20 -run 'TestConcurrentCallersOneRefresh|TestProactiveAfterReactiveDoesNotRefreshAgain' ./proxyd/oauth/
 

@@ -16,7 +16,7 @@ Start here:
    mcpx up                           start proxyd in the background
    mcpx servers add docs https://example.com/mcp
    mcpx status                       proxyd and each server's state
-   mcpx tools                        every tool, namespaced <server>__<tool>
+   mcpx tools                        every tool, as clients see it (<server>__<tool>)
    mcpx call docs search query=mcp   call a tool and print its result
    mcpx probe https://example.com/mcp   diagnose DNS, TCP, TLS, HTTP, MCP and OAuth
    mcpx login docs                   sign in with OAuth; proxyd keeps tokens fresh

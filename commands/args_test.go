@@ -44,7 +44,8 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{[]string{"mcpx", "--socket", "/tmp/mcpx-no-such/s.sock", "status"}, ExitProxydNotRunning},
 		{[]string{"mcpx", "--socket", "/tmp/mcpx-no-such/s.sock", "tools", "-o", "xml"}, ExitUsage},
-		{[]string{"mcpx", "call", "onlyserver"}, ExitUsage},
+		{[]string{"mcpx", "call"}, ExitUsage},
+		{[]string{"mcpx", "call", "srv", "tool", "not-an-argument"}, ExitUsage},
 		{[]string{"mcpx", "tools", "--bogus"}, ExitUsage},
 		{[]string{"mcpx", "activity", "--fault-domain", "martians"}, ExitUsage},
 	}

@@ -15,15 +15,18 @@ import (
 var callCommand = &cli.Command{
 	Name:      "call",
 	Usage:     "call a tool through proxyd and print its result",
-	ArgsUsage: "SERVER TOOL [JSON | KEY=VALUE ...]",
+	ArgsUsage: "[SERVER] TOOL [JSON | KEY=VALUE ...]",
 	Description: `Calls TOOL on SERVER through proxyd (recorded in the activity log like any
-call). Arguments are one JSON object, or KEY=VALUE pairs (positional or
+call). TOOL is the server's own name for it or the name MCP clients see
+(see 'mcpx tools'); that exposed name also works alone, without SERVER.
+Arguments are one JSON object, or KEY=VALUE pairs (positional or
 with --arg) whose VALUE is read as JSON when it parses (numbers, true,
 {"a":1}) and as a string otherwise. Exits 4 when the call fails or the
 tool reports isError, printing the error class and fault domain.
 
 Examples:
    mcpx call fixture echo text=hello
+   mcpx call fixture__echo text=hello
    mcpx call fixture add '{"a": 2, "b": 3}' -o json
    mcpx call docs search --arg query="oauth refresh" --timeout 10s`,
 	Flags: []cli.Flag{
@@ -36,23 +39,35 @@ Examples:
 }
 
 func runCall(c *cli.Context) error {
-	if c.NArg() < 2 {
-		return usageErr("call needs SERVER and TOOL (see 'mcpx call --help')")
+	if c.NArg() < 1 {
+		return usageErr("call needs TOOL, or SERVER and TOOL (see 'mcpx call --help')")
 	}
 	if _, err := format(c); err != nil {
 		return err
 	}
-	args, err := callArguments(c.Args().Slice()[2:], c.StringSlice("arg"))
+	// One name alone is the exposed name; so is a name followed by
+	// arguments, which always hold '=' or are a JSON object.
+	names := 2
+	if c.NArg() == 1 || isArgument(c.Args().Get(1)) {
+		names = 1
+	}
+	args, err := callArguments(c.Args().Slice()[names:], c.StringSlice("arg"))
 	if err != nil {
 		return exitErr(ExitUsage, err)
 	}
-	req := api.CallRequest{Server: c.Args().Get(0), Tool: c.Args().Get(1), Arguments: args}
+	req := api.CallRequest{Tool: c.Args().Get(0), Arguments: args}
+	if names == 2 {
+		req.Server, req.Tool = c.Args().Get(0), c.Args().Get(1)
+	}
 	if d := c.Duration("timeout"); d > 0 {
 		req.TimeoutMS = d.Milliseconds()
 	}
 	cl := newClient(c)
 	cl.Timeout = 10 * time.Minute
 	res, err := cl.Call(c.Context, req)
+	if api.IsCode(err, api.CodeBadRequest) {
+		return exitErr(ExitUsage, err)
+	}
 	if err != nil {
 		return daemonErr(err)
 	}
@@ -82,6 +97,12 @@ func runCall(c *cli.Context) error {
 		return silentExit(ExitCallFailed)
 	}
 	return nil
+}
+
+// isArgument tells a call argument (KEY=VALUE or a JSON object) from a
+// tool name.
+func isArgument(s string) bool {
+	return strings.Contains(s, "=") || strings.HasPrefix(strings.TrimSpace(s), "{")
 }
 
 // callArguments builds the arguments object from a JSON object or

@@ -11,6 +11,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/internal/secretref"
 	"github.com/mcpx-dev/mcpx/probe"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -122,7 +123,7 @@ func targetName(o probe.Options) string {
 	if o.ServerName != "" {
 		return o.ServerName
 	}
-	return probe.RedactURL(o.Target)
+	return redact.URL(o.Target)
 }
 
 // fileTargets reads a targets file. Header values may be ${env:NAME} or
@@ -161,7 +162,7 @@ func fileTargets(c *cli.Context, path, expect string) ([]probeTarget, error) {
 			if strings.TrimSpace(k) == "" || strings.ContainsAny(k, " \t:") {
 				return nil, usageErr("%s: header name %q is not valid", where, k)
 			}
-			val, err := secretref.Resolve(v, dir)
+			val, err := secretref.ExpandFrom(v, dir)
 			if err != nil {
 				return nil, usageErr("%s: header %s: %v", where, k, err)
 			}

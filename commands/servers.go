@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -44,11 +45,13 @@ and the locale.
 
 Examples:
    mcpx servers add docs https://example.com/mcp
+   mcpx servers add github https://api.example.com/mcp --prefix gh_
    mcpx servers add legacy https://old.example.com/sse --transport sse
    mcpx servers add local --env LOG_LEVEL=warn -- npx -y @modelcontextprotocol/server-everything`,
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "transport", Usage: "streamable-http, sse or stdio (default from URL/command)"},
 				&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern", Value: ""},
+				&cli.StringFlag{Name: "prefix", Usage: "put `PREFIX` before the server's tool and prompt names (default NAME__; \"\" for none)"},
 				&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "HTTP header `K:V` sent upstream (repeatable)"},
 				&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "environment `K=V` for a stdio server (repeatable)"},
 				&cli.StringFlag{Name: "ca-file", Usage: "extra CA bundle `FILE` for the server's TLS"},
@@ -99,11 +102,11 @@ func runServersList(c *cli.Context) error {
 		if s.Disabled {
 			state = api.StateDisabled
 		}
-		target := s.URL
+		target := redact.URL(s.URL)
 		if s.EffectiveTransport() == config.TransportStdio {
-			target = strings.Join(append([]string{s.Command}, s.Args...), " ")
+			target = redact.Text(strings.Join(append([]string{s.Command}, s.Args...), " "))
 		}
-		out = append(out, api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(), Target: redactURLText(target), State: state})
+		out = append(out, api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(), Target: target, State: state})
 	}
 	return render(c, out, func(w io.Writer) error {
 		t := newTable(w, "SERVER", "TRANSPORT", "PROTOCOL", "TARGET")
@@ -120,6 +123,10 @@ func runServersAdd(c *cli.Context) error {
 		return usageErr("servers add needs NAME and URL, or NAME -- COMMAND [ARGS...]")
 	}
 	s := config.Server{Name: args[0], Transport: c.String("transport"), Protocol: c.String("protocol"), Disabled: c.Bool("disabled")}
+	if c.IsSet("prefix") {
+		p := c.String("prefix")
+		s.Prefix = &p
+	}
 	if strings.Contains(args[1], "://") && len(args) == 2 {
 		s.URL = args[1]
 	} else {
@@ -184,18 +191,4 @@ func tellDaemon(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "proxyd reloaded: added [%s], removed [%s], changed [%s]\n",
 		strings.Join(res.Added, ", "), strings.Join(res.Removed, ", "), strings.Join(res.Changed, ", "))
 	return nil
-}
-
-// redactURLText hides userinfo and query values of a URL for display.
-func redactURLText(s string) string {
-	if i := strings.Index(s, "://"); i >= 0 {
-		rest := s[i+3:]
-		if at := strings.Index(rest, "@"); at >= 0 && (strings.Index(rest, "/") < 0 || at < strings.Index(rest, "/")) {
-			s = s[:i+3] + rest[at+1:]
-		}
-		if q := strings.Index(s, "?"); q >= 0 {
-			s = s[:q] + "?[redacted]"
-		}
-	}
-	return s
 }

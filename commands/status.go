@@ -49,7 +49,15 @@ func runStatus(c *cli.Context) error {
 			fmt.Fprintln(w, "No servers configured. Add one with: mcpx servers add NAME URL")
 			return nil
 		}
-		return serverTable(w, st.Servers)
+		if err := serverTable(w, st.Servers); err != nil {
+			return err
+		}
+		for _, s := range st.Servers {
+			for _, warn := range s.Warnings {
+				fmt.Fprintf(w, "warning: %s: %s\n", s.Name, sanitize(warn))
+			}
+		}
+		return nil
 	})
 }
 

@@ -12,8 +12,10 @@ var toolsCommand = &cli.Command{
 	Usage:     "list the tools of every server, or of one",
 	ArgsUsage: "[SERVER]",
 	Description: `Lists tools as MCP clients see them through proxyd: the exposed name
-(<server>__<tool>), whether the tool is read-only or destructive, and its
-description. -o json includes each tool's input schema, verbatim.
+(the server's prefix, <server>__ by default, and the tool's own name),
+whether the tool is read-only or destructive, and its description. A tool
+whose name another server already exposes is marked "left out". -o json
+includes each tool's input schema, verbatim.
 
 Examples:
    mcpx tools
@@ -48,7 +50,11 @@ func runTools(c *cli.Context) error {
 			case tl.Destructive:
 				kind = "destructive"
 			}
-			_ = t.Append([]string{tl.Exposed, tl.Server, kind, oneLine(tl.Description, 70)})
+			desc := oneLine(tl.Description, 70)
+			if tl.LeftOut != "" {
+				kind, desc = "left out", oneLine(tl.LeftOut, 70)
+			}
+			_ = t.Append([]string{tl.Exposed, tl.Server, kind, desc})
 		}
 		return t.Render()
 	})

@@ -41,6 +41,7 @@ complete -c mcpx -n '__fish_seen_subcommand_from add' -f -l help -s h -d 'show h
 complete -r -c mcpx -n '__fish_seen_subcommand_from servers' -a 'add' -d 'add a server to the config'
 complete -c mcpx -n '__fish_seen_subcommand_from add' -f -l transport -r -d 'streamable-http, sse or stdio (default from URL/command)'
 complete -c mcpx -n '__fish_seen_subcommand_from add' -f -l protocol -r -d 'auto, legacy or modern'
+complete -c mcpx -n '__fish_seen_subcommand_from add' -f -l prefix -r -d 'put `PREFIX` before the server\'s tool and prompt names (default NAME__; "" for none)'
 complete -c mcpx -n '__fish_seen_subcommand_from add' -f -l header -s H -r -d 'HTTP header `K:V` sent upstream (repeatable)'
 complete -c mcpx -n '__fish_seen_subcommand_from add' -f -l env -s e -r -d 'environment `K=V` for a stdio server (repeatable)'
 complete -c mcpx -n '__fish_seen_subcommand_from add' -f -l ca-file -r -d 'extra CA bundle `FILE` for the server\'s TLS'

@@ -182,6 +182,14 @@ func checkCalls(t *testing.T, e *env) {
 	if r := e.run("call", "fixture"); r.code != 2 {
 		t.Errorf("call without TOOL: want exit 2:\n%s", r)
 	}
+	// The name MCP clients see works alone and with the server.
+	for _, args := range [][]string{{"fixture__echo", "text=exposed"}, {"fixture", "fixture__echo", "text=exposed"}} {
+		var res api.CallResponse
+		r := e.runJSON(0, &res, append([]string{"call"}, args...)...)
+		if res.Server != "fixture" || res.Tool != "echo" || !strings.Contains(string(res.Result), "exposed") {
+			t.Errorf("call %q: want fixture's echo:\n%s", args, r)
+		}
+	}
 	if r := e.run("call", "nosuch", "echo", "text=x"); r.code == 0 {
 		t.Errorf("call on an unknown server exited 0:\n%s", r)
 	}

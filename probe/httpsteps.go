@@ -25,6 +25,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/httppolicy"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
@@ -101,7 +103,7 @@ type recorder struct {
 }
 
 func (rc *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	e := &exchange{Method: req.Method, URL: redactParsedURL(req.URL), start: time.Now(), body: &snippet{}}
+	e := &exchange{Method: req.Method, URL: redact.URL(req.URL.String()), start: time.Now(), body: &snippet{}}
 	if req.GetBody != nil {
 		if b, err := req.GetBody(); err == nil {
 			var m struct {
@@ -134,7 +136,7 @@ func (rc *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	e.wwwAuth = resp.Header.Values("WWW-Authenticate")
 	if loc := resp.Header.Get("Location"); loc != "" {
 		if lu, perr := req.URL.Parse(loc); perr == nil {
-			e.Location = redactParsedURL(lu)
+			e.Location = redact.URL(lu.String())
 		}
 	}
 	if !isRPCContent(e.ContentType) {
@@ -169,24 +171,17 @@ func (rc *recorder) snapshot() ([]*exchange, []redirectHop) {
 	return out, append([]redirectHop(nil), rc.redirects...)
 }
 
-// maxRedirects bounds the redirects the probe follows.
-const maxRedirects = 5
-
-// checkRedirect follows same-origin redirects only: another origin would
-// receive the configured headers and credentials.
+// checkRedirect records each hop and follows it when httppolicy.Redirect
+// does (the policy proxyd's upstream client follows); a refused hop ends
+// the request with the redirect as its response.
 func (rc *recorder) checkRedirect(req *http.Request, via []*http.Request) error {
 	prev := via[len(via)-1]
-	hop := redirectHop{From: redactParsedURL(prev.URL), To: redactParsedURL(req.URL)}
+	hop := redirectHop{From: redact.URL(prev.URL.String()), To: redact.URL(req.URL.String())}
 	if req.Response != nil {
 		hop.Status = req.Response.StatusCode
 	}
-	switch {
-	case len(via) > maxRedirects:
-		hop.Refused = fmt.Sprintf("more than %d redirects", maxRedirects)
-	case prev.URL.Scheme == "https" && req.URL.Scheme != "https":
-		hop.Refused = "downgrade from https to http"
-	case !strings.EqualFold(prev.URL.Host, req.URL.Host) || prev.URL.Scheme != req.URL.Scheme:
-		hop.Refused = "cross-origin: configured headers and credentials would go to another server"
+	if err := (httppolicy.Redirect{}).Check(req, via); err != nil {
+		hop.Refused = strings.TrimPrefix(err.Error(), httppolicy.ErrRedirectRefused.Error()+": ")
 	}
 	rc.mu.Lock()
 	rc.redirects = append(rc.redirects, hop)

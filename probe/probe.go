@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
@@ -333,11 +334,7 @@ var stepOrder = []string{StepDNS, StepTCP, StepTLS, StepHTTP, StepMCP, StepAuth}
 // report fills skipped steps, orders them and redacts everything.
 func (r *runner) report() *Report {
 	rep := &Report{Mode: ModeInProcess}
-	if r.target != nil {
-		rep.Target = redactParsedURL(r.target)
-	} else {
-		rep.Target = RedactURL(r.opts.Target)
-	}
+	rep.Target = redact.URL(r.opts.Target)
 	byID := map[string]Step{}
 	for _, s := range r.steps {
 		byID[s.ID] = s

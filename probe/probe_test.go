@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpx-dev/mcpx/fixtures/tlsfixtures"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/probe"
 )
 
@@ -57,7 +58,7 @@ func TestRedactionThroughFixtures(t *testing.T) {
 			t.Parallel()
 			rep := probeFixture(t, kind, withSecrets)
 			assertNoCanary(t, rep)
-			if !strings.Contains(rep.Target, "[redacted]") {
+			if !strings.Contains(rep.Target, redact.Mark) {
 				t.Errorf("target not redacted: %s", rep.Target)
 			}
 		})

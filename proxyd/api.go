@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
@@ -163,6 +164,7 @@ func (d *Daemon) status() api.Status {
 
 func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
+	st.Warnings = d.naming().OmittedBy(c.Name())
 	h := d.health.Snapshot(c.Name())
 	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
 	if st.State == api.StateReady && h.Degraded {
@@ -180,17 +182,23 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 	want := r.URL.Query().Get("server")
 	out := []api.Tool{}
 	found := want == ""
+	naming := d.naming()
 	for _, c := range d.mgr.List() {
 		if want != "" && c.Name() != want {
 			continue
 		}
 		found = true
+		cfg := c.Config()
 		for _, t := range c.Tools() {
-			out = append(out, api.Tool{
-				Server: c.Name(), Name: t.Name, Exposed: downstream.ExposedName(c.Name(), t.Name),
+			tool := api.Tool{
+				Server: c.Name(), Name: t.Name, Exposed: downstream.ExposedName(c.Name(), cfg.ExposedPrefix(), t.Name),
 				Title: t.Title, Description: t.Description, ReadOnly: t.ReadOnly(), Destructive: t.Destructive(),
 				InputSchema: t.RawInputSchema,
-			})
+			}
+			if e, held := naming.Tools[tool.Exposed]; held && e != (downstream.Entry{Server: c.Name(), Name: t.Name}) {
+				tool.LeftOut = "the name is already exposed by server " + e.Server
+			}
+			out = append(out, tool)
 		}
 	}
 	if !found {
@@ -204,9 +212,15 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if req.Server == "" || req.Tool == "" {
-		return badRequest("server and tool are required")
+	if req.Tool == "" {
+		return badRequest("tool is required")
 	}
+	if _, isServer := d.mgr.Get(req.Tool); req.Server == "" && isServer {
+		if _, exposed := d.naming().Tools[req.Tool]; !exposed {
+			return badRequest("%q is a server: name one of its tools too (see 'mcpx tools %s')", req.Tool, req.Tool)
+		}
+	}
+	req.Server, req.Tool = d.resolveTool(req.Server, req.Tool)
 	ctx := r.Context()
 	if req.TimeoutMS > 0 {
 		var cancel context.CancelFunc
@@ -229,7 +243,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	if out.Err != nil {
 		resp.Error = &api.CallError{
-			Message:            redactText(out.Err.Error()),
+			Message:            redact.Text(out.Err.Error()),
 			ErrorClass:         out.Class.Class,
 			FaultDomain:        out.Class.Domain,
 			UpstreamHTTPStatus: out.Class.HTTPStatus,

@@ -35,7 +35,7 @@ type auth struct {
 func (d *Daemon) initAuth() {
 	counter := oauth.NewRefreshCounter()
 	d.metrics.reg.MustRegister(counter)
-	st := oauth.NewStore(d.db.DB)
+	st := oauth.NewStore(d.db)
 	d.auth = &auth{
 		store:    st,
 		hc:       discovery.NewHTTPClient(nil, 30*time.Second),

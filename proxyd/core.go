@@ -8,11 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -51,6 +51,8 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	// for the server's grant between start and end.
 	grant, refreshesBefore := "", int64(0)
 	switch {
+	case !ok && srv == "":
+		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", tool)}
 	case !ok:
 		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("unknown server %q (see 'mcpx servers')", srv)}
 	case conn.Config().Disabled:
@@ -114,7 +116,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 		Tool:               tool,
 		DurationMS:         float64(out.Duration.Microseconds()) / 1000,
 		Status:             status,
-		Error:              callerr.Redact(callerr.StripControl(errText)),
+		Error:              redact.Text(errText),
 		ErrorClass:         out.Class.Class,
 		FaultDomain:        out.Class.Domain,
 		UpstreamHTTPStatus: out.Class.HTTPStatus,
@@ -160,7 +162,8 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 		if c.State() != api.StateReady {
 			continue
 		}
-		u := downstream.Upstream{Name: c.Name(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
+		cfg := c.Config()
+		u := downstream.Upstream{Name: c.Name(), Prefix: cfg.ExposedPrefix(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
 		for _, t := range c.Tools() {
 			u.Tools = append(u.Tools, t.Tool)
 		}
@@ -175,7 +178,7 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 func (d *Daemon) CallTool(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (*mcp.CallToolResult, error) {
 	out := d.call(ctx, srv, tool, args, meta)
 	if out.Err != nil {
-		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+		msg := redact.Text(out.Err.Error())
 		return mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)), nil
 	}
 	return out.Result.Typed()
@@ -204,15 +207,16 @@ func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResou
 func (d *Daemon) CallToolRaw(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (json.RawMessage, error) {
 	out := d.call(ctx, srv, tool, args, meta)
 	if out.Err != nil {
-		msg := callerr.Redact(callerr.StripControl(out.Err.Error()))
+		msg := redact.Text(out.Err.Error())
 		return json.Marshal(mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)))
 	}
 	return out.Result.Raw, nil
 }
 
 // RecordUnknownTool implements downstream.UnknownToolRecorder: the call is
-// refused (and recorded) without touching the network.
+// refused (and recorded against the server it was likely meant for)
+// without touching the network.
 func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta downstream.CallMeta) {
-	srv, tool, _ := strings.Cut(exposed, downstream.Separator)
+	srv, tool, _ := downstream.Owner(exposed, d.prefixes())
 	d.call(ctx, srv, tool, nil, meta)
 }

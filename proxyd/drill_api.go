@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/drill"
@@ -72,7 +73,7 @@ func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) erro
 		out := d.call(ctx, req.Server, tool, args, downstream.CallMeta{Client: "drill"})
 		o := drill.Outcome{Err: out.Err, ErrorClass: out.Class.Class}
 		if out.Err != nil {
-			o.Err = redactedError{msg: redactText(out.Err.Error()), err: out.Err}
+			o.Err = redactedError{msg: redact.Text(out.Err.Error()), err: out.Err}
 		}
 		if out.Result != nil {
 			o.IsError = out.Result.IsError
@@ -84,15 +85,15 @@ func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) erro
 		Calls:         req.Calls,
 		IncludeWrites: req.IncludeWrites,
 		Progress: func(msg string) {
-			emit(api.SessionDrillEvent{Type: api.DrillEventProgress, Message: redactText(msg)})
+			emit(api.SessionDrillEvent{Type: api.DrillEventProgress, Message: redact.Text(msg)})
 		},
 	})
 	if err != nil {
-		emit(api.SessionDrillEvent{Type: api.DrillEventError, Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: redactText(err.Error())}})
+		emit(api.SessionDrillEvent{Type: api.DrillEventError, Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: redact.Text(err.Error())}})
 		return nil
 	}
 	for i := range rep.Notes {
-		rep.Notes[i] = redactText(rep.Notes[i])
+		rep.Notes[i] = redact.Text(rep.Notes[i])
 	}
 	d.log.Info("session drill finished", "server", req.Server, "verdict", rep.Verdict, "reinits", rep.Reinits,
 		"retried", rep.Retried, "not_repeated", rep.NotRepeated, "failed", rep.Failed)

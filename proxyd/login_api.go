@@ -3,13 +3,13 @@ package proxyd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth"
@@ -84,7 +84,7 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	key := serverKey(s)
 	res, err := d.discover(ctx, s)
 	if err != nil {
-		return badRequest("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redactText(err.Error()), s.Name)
+		return badRequest("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redact.Text(err.Error()), s.Name)
 	}
 	var out *ndjson
 	lr := oauth.LoginRequest{
@@ -113,9 +113,9 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	out = newNDJSON(w)
 	result, err := d.auth.coord.Login(ctx, lr)
 	if err != nil {
-		d.log.Warn("sign-in failed", "server", s.Name, "err", redactText(err.Error()))
+		d.log.Warn("sign-in failed", "server", s.Name, "err", redact.Text(err.Error()))
 		out.send(api.LoginEvent{Type: api.LoginEventError, Time: time.Now().UTC(),
-			Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: redactText(err.Error())}})
+			Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: redact.Text(err.Error())}})
 		return nil
 	}
 	d.auth.setSignedIn(key, true)
@@ -179,7 +179,7 @@ func (d *Daemon) revoke(ctx context.Context, s config.Server, key string, tok *o
 		token, hint = tok.AccessToken, "access_token"
 	}
 	if err := oauth.Revoke(ctx, d.auth.hc, res.Metadata.RevocationEndpoint, client, token, hint); err != nil {
-		return false, redactText(oauth.Redact(err.Error(), token))
+		return false, redact.Text(err.Error(), token)
 	}
 	return true, ""
 }
@@ -193,7 +193,7 @@ func (d *Daemon) handleAuthStatus(w http.ResponseWriter, r *http.Request) error 
 		}
 		st := d.auth.coord.Status(serverKey(s))
 		as := api.AuthStatus{
-			Server: s.Name, URL: redactURLString(s.URL), SignedIn: st.SignedIn, RefreshToken: st.HasRefreshToken,
+			Server: s.Name, URL: redact.URL(s.URL), SignedIn: st.SignedIn, RefreshToken: st.HasRefreshToken,
 			Scopes: nonNil(st.Scopes), LastOutcome: st.LastOutcome, LastClass: st.LastClass, LastError: st.LastError,
 			Latched: st.Latched, Refreshing: st.Refreshing,
 			Expiry: timePtr(st.Expiry), LastRefresh: timePtr(st.LastRefresh), CooldownUntil: timePtr(st.CooldownUntil), NextProactive: timePtr(st.NextProactive),
@@ -255,7 +255,7 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 	}
 	rep := api.RefreshDrillReport{Server: s.Name, Callers: req.Callers, Notes: []string{}}
 	if err := d.auth.coord.ExpireAccessToken(ctx, key); err != nil {
-		out.send(api.RefreshDrillEvent{Type: "error", Time: time.Now().UTC(), Error: &api.ErrorDetail{Code: api.CodeInternal, Message: redactText(err.Error())}})
+		out.send(api.RefreshDrillEvent{Type: "error", Time: time.Now().UTC(), Error: &api.ErrorDetail{Code: api.CodeInternal, Message: redact.Text(err.Error())}})
 		return nil
 	}
 	progress("marked the access token of %s expired (refresh token kept)", s.Name)
@@ -294,11 +294,11 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 		}
 	}
 	if proactiveErr != nil {
-		rep.Notes = append(rep.Notes, "proactive refresh: "+redactText(proactiveErr.Error()))
+		rep.Notes = append(rep.Notes, "proactive refresh: "+redact.Text(proactiveErr.Error()))
 	}
 	for _, e := range errs {
 		if e != nil {
-			rep.Notes = append(rep.Notes, "first failed call: "+redactText(e.Error()))
+			rep.Notes = append(rep.Notes, "first failed call: "+redact.Text(e.Error()))
 			break
 		}
 	}
@@ -314,7 +314,7 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 		_, err := conn.ListTools(ctx)
 		rep.GrantIntact = err == nil && d.auth.coord.TokenRequests(key)-before2 == 1
 		if err != nil {
-			rep.Notes = append(rep.Notes, "follow-up call after a second refresh failed: "+redactText(err.Error()))
+			rep.Notes = append(rep.Notes, "follow-up call after a second refresh failed: "+redact.Text(err.Error()))
 		}
 	}
 	switch {
@@ -334,9 +334,3 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func redactURLString(s string) string {
-	return redactText(s)
-}
-
-var _ = errors.New

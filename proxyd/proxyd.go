@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -100,10 +101,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	d.cfg = cfg
 	d.logWarnings(cfg)
-	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
-		return fmt.Errorf("creating state dir: %w", err)
+	if err := privateDir(opts.StateDir, "state directory", "--state-dir", "the MCP bearer token or the database"); err != nil {
+		return err
 	}
-	_ = os.Chmod(opts.StateDir, 0o700)
 
 	// The socket comes first: a second daemon must fail before it touches
 	// the database or the listen port.
@@ -116,7 +116,7 @@ func Run(ctx context.Context, opts Options) error {
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
 	}
-	if d.db, err = store.Open(filepath.Join(opts.StateDir, DBFile)); err != nil {
+	if d.db, err = openState(ctx, cfg, opts.StateDir); err != nil {
 		return err
 	}
 	defer d.db.Close()
@@ -288,6 +288,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 	d.logWarnings(cfg)
 	d.registerGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
+	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {
 		d.health.Drop(n)
 	}
@@ -344,7 +345,7 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
 		if line = strings.TrimSpace(line); line != "" {
-			w.log.Debug("upstream stderr", "server", w.server, "line", callerr.StripControl(callerr.Redact(line)))
+			w.log.Debug("upstream stderr", "server", w.server, "line", redact.Text(line))
 		}
 	}
 	return len(p), nil

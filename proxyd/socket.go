@@ -22,19 +22,15 @@ func (e *AlreadyRunningError) Error() string {
 	return fmt.Sprintf("proxyd is already running on %s (stop it with 'mcpx down', or choose another --socket)", e.Socket)
 }
 
-// listenSocket creates the control socket: the directory 0700, the socket
-// 0600. A live daemon on the path is an error; a dead socket file is
+// listenSocket creates the control socket 0600 in a private directory
+// (see privateDir). A live daemon on the path is an error; a dead socket file is
 // removed; any other file in the way is left alone.
 func listenSocket(path string) (*net.UnixListener, error) {
 	if len(path) > maxSocketPath {
 		return nil, fmt.Errorf("socket path %s is %d bytes, longer than the %d a Unix socket allows; choose a shorter --socket", path, len(path), maxSocketPath)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating socket directory: %w", err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("securing socket directory %s: %w", dir, err)
+	if err := privateDir(filepath.Dir(path), "socket directory", "--socket", "the socket"); err != nil {
+		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {

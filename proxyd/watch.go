@@ -3,7 +3,6 @@ package proxyd
 import (
 	"context"
 
-	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -21,5 +20,3 @@ func (d *Daemon) watchConfig(ctx context.Context) <-chan struct{} {
 	}
 	return done
 }
-
-func redactText(s string) string { return callerr.Redact(callerr.StripControl(s)) }

@@ -1,91 +1,78 @@
-// Package secretref resolves secrets given by reference, `${env:NAME}` or
-// `${file:PATH}`, so that files which name a secret never hold it. Errors
-// name the reference, never a value.
+// Package secretref resolves secret references in configuration values:
+// ${env:NAME} is the environment variable NAME and ${file:PATH} the
+// content of the file PATH (one trailing newline removed). A value may mix
+// references and literal text ("postgres://app:${env:PGPASS}@db/mcpx").
+// References are resolved when the secret is used, never written back, and
+// their results are never logged.
 package secretref
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 )
 
-// MaxFile bounds a ${file:...} secret: tokens and keys are small, and a
-// reference to a large file is a mistake.
-const MaxFile = 64 << 10
+var ref = regexp.MustCompile(`\$\{(env|file):([^}]*)\}`)
 
-var refRE = regexp.MustCompile(`\$\{(env|file):([^}]*)\}`)
+// Has reports whether s contains a reference.
+func Has(s string) bool { return ref.MatchString(s) }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// Strip is s with every reference removed: what is written inline.
+func Strip(s string) string { return ref.ReplaceAllString(s, "") }
 
-// ErrUnresolved is wrapped by every resolution failure.
-var ErrUnresolved = errors.New("secret reference not resolved")
+// Check validates the references of s without resolving them.
+func Check(s string) error {
+	for _, m := range ref.FindAllStringSubmatch(s, -1) {
+		if strings.TrimSpace(m[2]) == "" {
+			return fmt.Errorf("%s names nothing: write ${%s:NAME}", m[0], m[1])
+		}
+	}
+	if rest := ref.ReplaceAllString(s, ""); strings.Contains(rest, "${") {
+		return errors.New("unknown reference: use ${env:NAME} or ${file:PATH}")
+	}
+	return nil
+}
 
-// Has reports whether s holds a reference.
-func Has(s string) bool { return refRE.MatchString(s) }
+// Expand resolves every reference of s. A missing variable or unreadable
+// file is an error naming the reference, never its value.
+func Expand(s string) (string, error) { return ExpandFrom(s, "") }
 
-// Resolve replaces every reference in s: ${env:NAME} by the variable's
-// value (which must be set and not empty), ${file:PATH} by the file's
-// content without its trailing newline. A relative PATH is taken from dir.
-// Text around references is kept ("Bearer ${env:TOKEN}").
-func Resolve(s, dir string) (string, error) {
-	if strings.Count(s, "${") > len(refRE.FindAllString(s, -1)) {
-		return "", fmt.Errorf("%w: a ${...} reference must be ${env:NAME} or ${file:PATH}", ErrUnresolved)
+// ExpandFrom is Expand with relative ${file:PATH} references taken from
+// dir (the directory of the file that holds them).
+func ExpandFrom(s, dir string) (string, error) {
+	if err := Check(s); err != nil {
+		return "", err
 	}
 	var firstErr error
-	out := refRE.ReplaceAllStringFunc(s, func(m string) string {
-		parts := refRE.FindStringSubmatch(m)
-		v, err := resolveOne(parts[1], parts[2], dir)
-		if err != nil && firstErr == nil {
-			firstErr = err
+	out := ref.ReplaceAllStringFunc(s, func(m string) string {
+		sub := ref.FindStringSubmatch(m)
+		switch sub[1] {
+		case "env":
+			v, ok := os.LookupEnv(sub[2])
+			if !ok && firstErr == nil {
+				firstErr = fmt.Errorf("%s: environment variable %s is not set", m, sub[2])
+			}
+			return v
+		default:
+			p := sub[2]
+			if dir != "" && !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("%s: %w", m, errors.Unwrap(err))
+				if errors.Unwrap(err) == nil {
+					firstErr = fmt.Errorf("%s: cannot read the file", m)
+				}
+			}
+			return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		}
-		return v
 	})
 	if firstErr != nil {
 		return "", firstErr
 	}
 	return out, nil
-}
-
-func resolveOne(kind, name, dir string) (string, error) {
-	switch kind {
-	case "env":
-		if !envNameRE.MatchString(name) {
-			return "", fmt.Errorf("%w: ${env:%s}: not a variable name", ErrUnresolved, name)
-		}
-		v, ok := os.LookupEnv(name)
-		if !ok || v == "" {
-			return "", fmt.Errorf("%w: ${env:%s}: the variable is not set (export it, or use ${file:PATH})", ErrUnresolved, name)
-		}
-		return v, nil
-	case "file":
-		if name == "" {
-			return "", fmt.Errorf("%w: ${file:}: no path", ErrUnresolved)
-		}
-		p := name
-		if !filepath.IsAbs(p) && dir != "" {
-			p = filepath.Join(dir, p)
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return "", fmt.Errorf("%w: ${file:%s}: %v", ErrUnresolved, name, errors.Unwrap(err))
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
-		if err != nil {
-			return "", fmt.Errorf("%w: ${file:%s}: reading: %v", ErrUnresolved, name, errors.Unwrap(err))
-		}
-		if len(b) > MaxFile {
-			return "", fmt.Errorf("%w: ${file:%s}: larger than %d bytes; a secret file holds one token or key", ErrUnresolved, name, MaxFile)
-		}
-		v := strings.TrimRight(string(b), "\r\n")
-		if v == "" {
-			return "", fmt.Errorf("%w: ${file:%s}: the file is empty", ErrUnresolved, name)
-		}
-		return v, nil
-	}
-	return "", fmt.Errorf("%w: unknown kind %q", ErrUnresolved, kind)
 }

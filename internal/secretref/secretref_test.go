@@ -1,60 +1,57 @@
 package secretref
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestResolve(t *testing.T) {
+func TestExpand(t *testing.T) {
 	dir := t.TempDir()
-	const secret = "canary-secretref-77"
-	if err := os.WriteFile(filepath.Join(dir, "tok"), []byte(secret+"\n"), 0o600); err != nil {
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("file-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, MaxFile+1), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("SECRETREF_TEST", secret)
-	t.Setenv("SECRETREF_EMPTY", "")
+	t.Setenv("SECRETREF_TEST", "env-secret")
 	tests := []struct {
-		in, want string
-		err      bool
+		in, want, err string
 	}{
-		{"plain value", "plain value", false},
-		{"${env:SECRETREF_TEST}", secret, false},
-		{"Bearer ${env:SECRETREF_TEST}", "Bearer " + secret, false},
-		{"${file:tok}", secret, false},
-		{"${file:" + filepath.Join(dir, "tok") + "}", secret, false},
-		{"${env:SECRETREF_UNSET_X}", "", true},
-		{"${env:SECRETREF_EMPTY}", "", true},
-		{"${env:not a name}", "", true},
-		{"${file:missing}", "", true},
-		{"${file:empty}", "", true},
-		{"${file:big}", "", true},
-		{"${file:}", "", true},
-		{"${vault:x}", "", true},
+		{"plain", "plain", ""},
+		{"${env:SECRETREF_TEST}", "env-secret", ""},
+		{"postgres://u:${file:" + pw + "}@h/db", "postgres://u:file-secret@h/db", ""},
+		{"${env:SECRETREF_TEST}-${file:" + pw + "}", "env-secret-file-secret", ""},
+		{"${env:SECRETREF_UNSET_X}", "", "SECRETREF_UNSET_X is not set"},
+		{"${file:" + filepath.Join(dir, "none") + "}", "", "no such file"},
+		{"${env:}", "", "names nothing"},
+		{"${vault:x}", "", "unknown reference"},
 	}
 	for _, tt := range tests {
-		got, err := Resolve(tt.in, dir)
-		if (err != nil) != tt.err || got != tt.want {
-			t.Errorf("Resolve(%q) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.err)
+		got, err := Expand(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("Expand(%q) error %v, want %q", tt.in, err, tt.err)
+			}
+			continue
 		}
-		if err != nil {
-			if !errors.Is(err, ErrUnresolved) {
-				t.Errorf("%q: error does not wrap ErrUnresolved: %v", tt.in, err)
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("%q: error shows the secret: %v", tt.in, err)
-			}
+		if err != nil || got != tt.want {
+			t.Errorf("Expand(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
-	if !Has("x ${env:A}") || Has("${nope}") {
-		t.Error("Has")
+	if Strip("a${env:X}b") != "ab" || !Has("${file:/x}") || Has("plain") {
+		t.Error("Strip/Has")
+	}
+}
+
+func TestExpandFromDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tok"), []byte("value-from-dir\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ExpandFrom("Bearer ${file:tok}", dir); err != nil || got != "Bearer value-from-dir" {
+		t.Fatalf("relative to dir: %q, %v", got, err)
+	}
+	if got, err := ExpandFrom("${file:"+filepath.Join(dir, "tok")+"}", "/elsewhere"); err != nil || got != "value-from-dir" {
+		t.Fatalf("absolute path ignores dir: %q, %v", got, err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
 
@@ -26,7 +26,7 @@ const (
 // Vocabularies for validating filters.
 var (
 	Statuses  = []string{StatusOK, StatusError}
-	SummaryBy = []string{"server", "tool", "error_class", "fault_domain"}
+	SummaryBy = []string{"server", "tool", "error_class", "fault_domain", "replica"}
 )
 
 // ErrNotFound is returned by Get for an unknown id.
@@ -54,6 +54,9 @@ type Record struct {
 	Reinit             bool      `json:"reinit,omitempty"`
 	Retried            bool      `json:"retried,omitempty"`
 	TokenRefresh       bool      `json:"token_refresh,omitempty"`
+	// Replica is the proxyd that made the call, when several share the
+	// state database.
+	Replica string `json:"replica,omitempty"`
 }
 
 // Filter selects records. Empty slices and zero times match everything;
@@ -64,6 +67,7 @@ type Filter struct {
 	Statuses     []string  `json:"statuses,omitempty"`
 	ErrorClasses []string  `json:"error_classes,omitempty"`
 	FaultDomains []string  `json:"fault_domains,omitempty"`
+	Replicas     []string  `json:"replicas,omitempty"`
 	Since        time.Time `json:"since,omitzero"` // inclusive
 	Until        time.Time `json:"until,omitzero"` // inclusive
 	// Limit caps List (DefaultLimit when <= 0) and Export (no cap when <= 0).
@@ -79,7 +83,7 @@ const DefaultLimit = 1000
 func (f Filter) Match(r Record) bool {
 	in := func(set []string, v string) bool { return len(set) == 0 || slices.Contains(set, v) }
 	return in(f.Servers, r.Server) && in(f.Tools, r.Tool) && in(f.Statuses, r.Status) &&
-		in(f.ErrorClasses, r.ErrorClass) && in(f.FaultDomains, r.FaultDomain) &&
+		in(f.ErrorClasses, r.ErrorClass) && in(f.FaultDomains, r.FaultDomain) && in(f.Replicas, r.Replica) &&
 		(f.Since.IsZero() || !r.Time.Before(f.Since)) && (f.Until.IsZero() || !r.Time.After(f.Until)) &&
 		r.ID > f.AfterID
 }
@@ -97,7 +101,9 @@ type Options struct {
 	QueueSize int
 	// RetentionInterval is how often retention runs.
 	RetentionInterval time.Duration
-	Now               func() time.Time
+	// Replica is stamped on every record added without one.
+	Replica string
+	Now     func() time.Time
 }
 
 // Defaults.
@@ -194,6 +200,9 @@ func (s *Store) Add(r Record) {
 	}
 	if r.Time.IsZero() {
 		r.Time = s.opts.Now()
+	}
+	if r.Replica == "" {
+		r.Replica = s.opts.Replica
 	}
 	if r.Status == "" {
 		r.Status = StatusOK
@@ -391,20 +400,17 @@ func (s *Store) insert(batch []Record) error {
 	defer stmt.Close()
 	for i := range batch {
 		r := &batch[i]
-		r.Error = truncate(callerr.StripControl(callerr.Redact(r.Error)), MaxErrorLen)
-		r.Reason = truncate(callerr.StripControl(callerr.Redact(r.Reason)), MaxErrorLen)
+		r.Error = truncate(redact.Text(r.Error), MaxErrorLen)
+		r.Reason = truncate(redact.Text(r.Reason), MaxErrorLen)
 		// Subscribers get exactly what Get would return.
 		r.Time = time.Unix(0, r.Time.UnixNano()).UTC()
 		durUS := int64(r.DurationMS*1000 + 0.5)
 		r.DurationMS = float64(durUS) / 1000
-		res, err := stmt.ExecContext(ctx, r.Time.UnixNano(), r.Server, r.Tool, durUS, r.Status, r.Error,
+		err := stmt.QueryRowContext(ctx, r.Time.UnixNano(), r.Server, r.Tool, durUS, r.Status, r.Error,
 			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
-			r.Reinit, r.Retried, r.TokenRefresh, r.Reason)
+			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica).Scan(&r.ID)
 		if err != nil {
 			return fmt.Errorf("write activity: insert: %w", err)
-		}
-		if r.ID, err = res.LastInsertId(); err != nil {
-			return fmt.Errorf("write activity: id: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -416,7 +422,15 @@ func (s *Store) insert(batch []Record) error {
 
 const insertSQL = `INSERT INTO activity (ts, server, tool, duration_us, status, error,
 	error_class, fault_domain, upstream_http_status, request_id, client, protocol_era,
-	reinit, retried, token_refresh, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	reinit, retried, token_refresh, reason, replica) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`
+
+// flag stores a bool in an integer column, which both engines accept.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,26 +15,32 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
+	"github.com/mcpx-dev/mcpx/proxyd/store/storetest"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func openDB(t testing.TB) *store.DB {
-	t.Helper()
-	db, err := store.Open(filepath.Join(t.TempDir(), "mcpx.db"))
-	if err != nil {
-		t.Fatal(err)
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// eachEngine runs fn against a new database of every state engine.
+func eachEngine(t *testing.T, fn func(t *testing.T, eng string)) {
+	for _, eng := range storetest.Engines {
+		t.Run(eng, func(t *testing.T) { fn(t, eng) })
 	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
-func newStore(t testing.TB, opts Options) *Store {
+func openDB(t testing.TB, eng string) *store.DB {
 	t.Helper()
-	s := NewStore(openDB(t), opts)
+	return storetest.Open(t, eng)
+}
+
+func newStore(t testing.TB, eng string, opts Options) *Store {
+	t.Helper()
+	s := NewStore(openDB(t, eng), opts)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -68,381 +75,383 @@ func sample() []Record {
 }
 
 func TestAddListGet(t *testing.T) {
-	s := newStore(t, Options{})
-	in := sample()
-	in[1].Error = "upstream said \x1b[31mAuthorization: Bearer sekr1t-token-value"
-	in[1].Status = "" // derived from the error class
-	in[1].Reinit, in[1].Retried, in[1].TokenRefresh = true, true, true
-	in[1].RequestID, in[1].Client, in[1].ProtocolEra = "req-7", "session-abc", "legacy"
-	in[1].Reason = "HTTP 502 recorded at the transport with an HTML body"
-	for _, r := range in {
-		s.Add(r)
-	}
-	flush(t, s)
-
-	got, err := s.List(context.Background(), Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(in) {
-		t.Fatalf("List returned %d records, want %d", len(got), len(in))
-	}
-	for i := 1; i < len(got); i++ {
-		if got[i-1].Time.Before(got[i].Time) {
-			t.Fatalf("not newest first: %v before %v", got[i-1].Time, got[i].Time)
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{})
+		in := sample()
+		in[1].Error = "upstream said \x1b[31mAuthorization: Bearer sekr1t-token-value"
+		in[1].Status = "" // derived from the error class
+		in[1].Reinit, in[1].Retried, in[1].TokenRefresh = true, true, true
+		in[1].RequestID, in[1].Client, in[1].ProtocolEra = "req-7", "session-abc", "legacy"
+		in[1].Reason = "HTTP 502 recorded at the transport with an HTML body"
+		for _, r := range in {
+			s.Add(r)
 		}
-	}
-	r, err := s.Get(context.Background(), got[len(got)-2].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := in[1]
-	want.ID = r.ID
-	want.Status = StatusError
-	want.Error = "upstream said Authorization: Bearer [REDACTED]"
-	if r != want {
-		t.Errorf("Get = %+v\nwant  %+v", r, want)
-	}
-	if _, err := s.Get(context.Background(), 9999); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get(unknown) error = %v, want ErrNotFound", err)
-	}
+		flush(t, s)
+
+		got, err := s.List(context.Background(), Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(in) {
+			t.Fatalf("List returned %d records, want %d", len(got), len(in))
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i-1].Time.Before(got[i].Time) {
+				t.Fatalf("not newest first: %v before %v", got[i-1].Time, got[i].Time)
+			}
+		}
+		r, err := s.Get(context.Background(), got[len(got)-2].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := in[1]
+		want.ID = r.ID
+		want.Status = StatusError
+		want.Error = "upstream said Authorization: Bearer [REDACTED]"
+		if r != want {
+			t.Errorf("Get = %+v\nwant  %+v", r, want)
+		}
+		if _, err := s.Get(context.Background(), 9999); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(unknown) error = %v, want ErrNotFound", err)
+		}
+	})
 }
 
 func TestFilters(t *testing.T) {
-	s := newStore(t, Options{})
-	for _, r := range sample() {
-		s.Add(r)
-	}
-	flush(t, s)
-	all, err := s.List(context.Background(), Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{})
+		for _, r := range sample() {
+			s.Add(r)
+		}
+		flush(t, s)
+		all, err := s.List(context.Background(), Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
 
-	tests := []struct {
-		name  string
-		f     Filter
-		tools []string // expected, newest first
-	}{
-		{"everything", Filter{}, []string{"search", "push", "log", "log", "fetch", "search", "search"}},
-		{"server", Filter{Servers: []string{"git"}}, []string{"push", "log", "log"}},
-		{"two servers", Filter{Servers: []string{"git", "docs"}, Limit: 2}, []string{"search", "push"}},
-		{"tool", Filter{Tools: []string{"search"}}, []string{"search", "search", "search"}},
-		{"status", Filter{Statuses: []string{StatusOK}}, []string{"log", "search"}},
-		{"upstream fault", Filter{FaultDomains: []string{callerr.DomainUpstream}}, []string{"search", "fetch", "search"}},
-		{"class", Filter{ErrorClasses: []string{callerr.ClassHTTP, callerr.ClassCancelled}}, []string{"push", "search"}},
-		{"since", Filter{Since: t0.Add(5 * time.Second)}, []string{"search", "push"}},
-		{"until", Filter{Until: t0.Add(1 * time.Second)}, []string{"search", "search"}},
-		{"window and domain", Filter{Since: t0.Add(2 * time.Second), Until: t0.Add(5 * time.Second), FaultDomains: []string{"upstream"}}, []string{"fetch"}},
-		{"after id", Filter{AfterID: all[1].ID}, []string{"search"}},
-		{"limit", Filter{Limit: 1}, []string{"search"}},
-		{"no match", Filter{Servers: []string{"nope"}}, []string{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.List(context.Background(), tt.f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tools []string
-			for _, r := range got {
-				tools = append(tools, r.Tool)
-				if !tt.f.Match(r) {
-					t.Errorf("List returned %+v that Match rejects", r)
+		tests := []struct {
+			name  string
+			f     Filter
+			tools []string // expected, newest first
+		}{
+			{"everything", Filter{}, []string{"search", "push", "log", "log", "fetch", "search", "search"}},
+			{"server", Filter{Servers: []string{"git"}}, []string{"push", "log", "log"}},
+			{"two servers", Filter{Servers: []string{"git", "docs"}, Limit: 2}, []string{"search", "push"}},
+			{"tool", Filter{Tools: []string{"search"}}, []string{"search", "search", "search"}},
+			{"status", Filter{Statuses: []string{StatusOK}}, []string{"log", "search"}},
+			{"upstream fault", Filter{FaultDomains: []string{callerr.DomainUpstream}}, []string{"search", "fetch", "search"}},
+			{"class", Filter{ErrorClasses: []string{callerr.ClassHTTP, callerr.ClassCancelled}}, []string{"push", "search"}},
+			{"since", Filter{Since: t0.Add(5 * time.Second)}, []string{"search", "push"}},
+			{"until", Filter{Until: t0.Add(1 * time.Second)}, []string{"search", "search"}},
+			{"window and domain", Filter{Since: t0.Add(2 * time.Second), Until: t0.Add(5 * time.Second), FaultDomains: []string{"upstream"}}, []string{"fetch"}},
+			{"after id", Filter{AfterID: all[1].ID}, []string{"search"}},
+			{"limit", Filter{Limit: 1}, []string{"search"}},
+			{"no match", Filter{Servers: []string{"nope"}}, []string{}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				got, err := s.List(context.Background(), tt.f)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if !slices.Equal(tools, tt.tools) && !(len(tools) == 0 && len(tt.tools) == 0) {
-				t.Errorf("tools = %v, want %v", tools, tt.tools)
-			}
-			// Match agrees with the SQL filter on every record.
-			n := 0
-			for _, r := range all {
-				if tt.f.Match(r) {
-					n++
+				var tools []string
+				for _, r := range got {
+					tools = append(tools, r.Tool)
+					if !tt.f.Match(r) {
+						t.Errorf("List returned %+v that Match rejects", r)
+					}
 				}
-			}
-			if tt.f.Limit == 0 && n != len(got) {
-				t.Errorf("Match accepts %d records, List returned %d", n, len(got))
-			}
-		})
-	}
+				if !slices.Equal(tools, tt.tools) && !(len(tools) == 0 && len(tt.tools) == 0) {
+					t.Errorf("tools = %v, want %v", tools, tt.tools)
+				}
+				// Match agrees with the SQL filter on every record.
+				n := 0
+				for _, r := range all {
+					if tt.f.Match(r) {
+						n++
+					}
+				}
+				if tt.f.Limit == 0 && n != len(got) {
+					t.Errorf("Match accepts %d records, List returned %d", n, len(got))
+				}
+			})
+		}
+	})
 }
 
 func TestExportOldestFirstAcrossPages(t *testing.T) {
-	s := newStore(t, Options{BatchSize: 300})
-	const n = 2*exportPage + 37
-	for i := range n {
-		// Many records share a timestamp, so paging must order by id too.
-		s.Add(Record{Time: t0.Add(time.Duration(i/7) * time.Millisecond), Server: "docs", Tool: fmt.Sprint(i), Status: StatusOK})
-	}
-	flush(t, s)
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{BatchSize: 300})
+		const n = 2*exportPage + 37
+		for i := range n {
+			// Many records share a timestamp, so paging must order by id too.
+			s.Add(Record{Time: t0.Add(time.Duration(i/7) * time.Millisecond), Server: "docs", Tool: fmt.Sprint(i), Status: StatusOK})
+		}
+		flush(t, s)
 
-	tests := []struct {
-		name  string
-		f     Filter
-		count int
-	}{
-		{"all", Filter{}, n},
-		{"limit inside a page", Filter{Limit: 10}, 10},
-		{"limit across pages", Filter{Limit: exportPage + 3}, exportPage + 3},
-		{"filtered", Filter{Since: t0.Add(100 * time.Millisecond)}, n - 700},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []Record
-			err := s.Export(context.Background(), tt.f, func(r Record) error {
-				got = append(got, r)
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != tt.count {
-				t.Fatalf("exported %d, want %d", len(got), tt.count)
-			}
-			for i := 1; i < len(got); i++ {
-				if got[i].ID <= got[i-1].ID {
-					t.Fatalf("not oldest first at %d: id %d after %d", i, got[i].ID, got[i-1].ID)
+		tests := []struct {
+			name  string
+			f     Filter
+			count int
+		}{
+			{"all", Filter{}, n},
+			{"limit inside a page", Filter{Limit: 10}, 10},
+			{"limit across pages", Filter{Limit: exportPage + 3}, exportPage + 3},
+			{"filtered", Filter{Since: t0.Add(100 * time.Millisecond)}, n - 700},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var got []Record
+				err := s.Export(context.Background(), tt.f, func(r Record) error {
+					got = append(got, r)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
+				if len(got) != tt.count {
+					t.Fatalf("exported %d, want %d", len(got), tt.count)
+				}
+				for i := 1; i < len(got); i++ {
+					if got[i].ID <= got[i-1].ID {
+						t.Fatalf("not oldest first at %d: id %d after %d", i, got[i].ID, got[i-1].ID)
+					}
+				}
+			})
+		}
+		stop := errors.New("stop")
+		calls := 0
+		err := s.Export(context.Background(), Filter{}, func(Record) error {
+			calls++
+			return stop
 		})
-	}
-	stop := errors.New("stop")
-	calls := 0
-	err := s.Export(context.Background(), Filter{}, func(Record) error {
-		calls++
-		return stop
+		if !errors.Is(err, stop) || calls != 1 {
+			t.Errorf("Export with failing fn: err %v after %d calls", err, calls)
+		}
 	})
-	if !errors.Is(err, stop) || calls != 1 {
-		t.Errorf("Export with failing fn: err %v after %d calls", err, calls)
-	}
 }
 
 func TestSummary(t *testing.T) {
-	s := newStore(t, Options{})
-	for _, r := range sample() {
-		s.Add(r)
-	}
-	flush(t, s)
-	tests := []struct {
-		by   string
-		want []SummaryRow
-	}{
-		{"server", []SummaryRow{{"docs", 4, 3, 0.75}, {"git", 3, 2, 2.0 / 3}}},
-		{"tool", []SummaryRow{{"search", 3, 2, 2.0 / 3}, {"log", 2, 1, 0.5}, {"fetch", 1, 1, 1}, {"push", 1, 1, 1}}},
-		{"fault_domain", []SummaryRow{{"upstream", 3, 3, 1}, {"", 2, 0, 0}, {"client", 1, 1, 1}, {"proxy", 1, 1, 1}}},
-		{"error_class", []SummaryRow{{"", 2, 0, 0}, {"cancelled", 1, 1, 1}, {"http", 1, 1, 1}, {"proxy_policy", 1, 1, 1}, {"timeout", 1, 1, 1}, {"tool_error", 1, 1, 1}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.by, func(t *testing.T) {
-			got, err := s.Summary(context.Background(), Filter{}, tt.by)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("Summary(%s) = %v, want %v", tt.by, got, tt.want)
-			}
-		})
-	}
-	got, err := s.Summary(context.Background(), Filter{Since: t0.Add(4 * time.Second)}, "server")
-	if err != nil || !slices.Equal(got, []SummaryRow{{"git", 2, 2, 1}, {"docs", 1, 1, 1}}) {
-		t.Errorf("filtered summary = %v, %v", got, err)
-	}
-	if _, err := s.Summary(context.Background(), Filter{}, "status; DROP TABLE activity"); !errors.Is(err, ErrBadGroup) {
-		t.Errorf("bad grouping error = %v", err)
-	}
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{})
+		for _, r := range sample() {
+			s.Add(r)
+		}
+		flush(t, s)
+		tests := []struct {
+			by   string
+			want []SummaryRow
+		}{
+			{"server", []SummaryRow{{"docs", 4, 3, 0.75}, {"git", 3, 2, 2.0 / 3}}},
+			{"tool", []SummaryRow{{"search", 3, 2, 2.0 / 3}, {"log", 2, 1, 0.5}, {"fetch", 1, 1, 1}, {"push", 1, 1, 1}}},
+			{"fault_domain", []SummaryRow{{"upstream", 3, 3, 1}, {"", 2, 0, 0}, {"client", 1, 1, 1}, {"proxy", 1, 1, 1}}},
+			{"error_class", []SummaryRow{{"", 2, 0, 0}, {"cancelled", 1, 1, 1}, {"http", 1, 1, 1}, {"proxy_policy", 1, 1, 1}, {"timeout", 1, 1, 1}, {"tool_error", 1, 1, 1}}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.by, func(t *testing.T) {
+				got, err := s.Summary(context.Background(), Filter{}, tt.by)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, tt.want) {
+					t.Errorf("Summary(%s) = %v, want %v", tt.by, got, tt.want)
+				}
+			})
+		}
+		got, err := s.Summary(context.Background(), Filter{Since: t0.Add(4 * time.Second)}, "server")
+		if err != nil || !slices.Equal(got, []SummaryRow{{"git", 2, 2, 1}, {"docs", 1, 1, 1}}) {
+			t.Errorf("filtered summary = %v, %v", got, err)
+		}
+		if _, err := s.Summary(context.Background(), Filter{}, "status; DROP TABLE activity"); !errors.Is(err, ErrBadGroup) {
+			t.Errorf("bad grouping error = %v", err)
+		}
+	})
 }
 
 func TestSubscribe(t *testing.T) {
-	s := newStore(t, Options{FlushInterval: time.Millisecond})
-	upstream, cancelUp := s.Subscribe(Filter{FaultDomains: []string{callerr.DomainUpstream}})
-	all, cancelAll := s.Subscribe(Filter{})
-	defer cancelAll()
-	for _, r := range sample() {
-		s.Add(r)
-	}
-	var got []Record
-	timeout := time.After(10 * time.Second)
-	for len(got) < 3 {
-		select {
-		case r := <-upstream:
-			got = append(got, r)
-		case <-timeout:
-			t.Fatalf("got %d upstream records, want 3", len(got))
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{FlushInterval: time.Millisecond})
+		upstream, cancelUp := s.Subscribe(Filter{FaultDomains: []string{callerr.DomainUpstream}})
+		all, cancelAll := s.Subscribe(Filter{})
+		defer cancelAll()
+		for _, r := range sample() {
+			s.Add(r)
 		}
-	}
-	for _, r := range got {
-		if r.ID == 0 || r.FaultDomain != callerr.DomainUpstream {
-			t.Errorf("live record %+v lacks an id or is not upstream", r)
+		var got []Record
+		timeout := time.After(10 * time.Second)
+		for len(got) < 3 {
+			select {
+			case r := <-upstream:
+				got = append(got, r)
+			case <-timeout:
+				t.Fatalf("got %d upstream records, want 3", len(got))
+			}
 		}
-		stored, err := s.Get(context.Background(), r.ID)
-		if err != nil || stored != r {
-			t.Errorf("live record %+v differs from stored %+v (%v)", r, stored, err)
+		for _, r := range got {
+			if r.ID == 0 || r.FaultDomain != callerr.DomainUpstream {
+				t.Errorf("live record %+v lacks an id or is not upstream", r)
+			}
+			stored, err := s.Get(context.Background(), r.ID)
+			if err != nil || stored != r {
+				t.Errorf("live record %+v differs from stored %+v (%v)", r, stored, err)
+			}
 		}
-	}
-	cancelUp()
-	cancelUp() // idempotent
-	if _, ok := <-upstream; ok {
-		t.Error("channel still open after cancel")
-	}
-	for i := range len(sample()) {
-		select {
-		case <-all:
-		case <-timeout:
-			t.Fatalf("all-subscriber got %d records", i)
+		cancelUp()
+		cancelUp() // idempotent
+		if _, ok := <-upstream; ok {
+			t.Error("channel still open after cancel")
 		}
-	}
+		for i := range len(sample()) {
+			select {
+			case <-all:
+			case <-timeout:
+				t.Fatalf("all-subscriber got %d records", i)
+			}
+		}
+	})
 }
 
 // A subscriber that never reads loses records; the writer goes on.
 func TestSlowSubscriberDoesNotBlockWriter(t *testing.T) {
-	s := newStore(t, Options{})
-	_, cancel := s.Subscribe(Filter{})
-	defer cancel()
-	const n = SubscriberBuffer + 50
-	for i := range n {
-		s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
-	}
-	flush(t, s)
-	if got := s.SubscriberDropped(); got != 50 {
-		t.Errorf("SubscriberDropped = %d, want 50", got)
-	}
-	got, err := s.List(context.Background(), Filter{Limit: n})
-	if err != nil || len(got) != n {
-		t.Errorf("stored %d records, %v; want %d", len(got), err, n)
-	}
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{})
+		_, cancel := s.Subscribe(Filter{})
+		defer cancel()
+		const n = SubscriberBuffer + 50
+		for i := range n {
+			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
+		}
+		flush(t, s)
+		if got := s.SubscriberDropped(); got != 50 {
+			t.Errorf("SubscriberDropped = %d, want 50", got)
+		}
+		got, err := s.List(context.Background(), Filter{Limit: n})
+		if err != nil || len(got) != n {
+			t.Errorf("stored %d records, %v; want %d", len(got), err, n)
+		}
+	})
 }
 
 // With the database locked by someone else, Add still returns promptly and
 // counts what it had to drop.
 func TestAddNeverBlocksOnDisk(t *testing.T) {
-	db := openDB(t)
-	s := NewStore(db, Options{QueueSize: 4, BatchSize: 2, FlushInterval: time.Millisecond})
-	defer s.Close()
+	eachEngine(t, func(t *testing.T, eng string) {
+		db := openDB(t, eng)
+		s := NewStore(db, Options{QueueSize: 4, BatchSize: 2, FlushInterval: time.Millisecond})
+		defer s.Close()
 
-	lock, err := sql.Open("sqlite", db.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	conn, err := lock.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// The store's writer may hold the write lock this instant: wait for it.
-	if _, err := conn.ExecContext(context.Background(), "PRAGMA busy_timeout = 10000"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	// Add blocking on the locked database would hang here (and fail by
-	// the test timeout); it must drop and count instead.
-	const n = 200
-	for i := range n {
-		s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
-	}
-	if s.Dropped() == 0 {
-		t.Error("no drops counted with a full queue")
-	}
-	if _, err := conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	flush(t, s)
-	got, err := s.List(context.Background(), Filter{Limit: n})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if uint64(len(got))+s.Dropped() != n {
-		t.Errorf("stored %d + dropped %d != added %d", len(got), s.Dropped(), n)
-	}
+		release := lockActivity(t, db)
+		// Add blocking on the locked database would hang here (and fail by
+		// the test timeout); it must drop and count instead.
+		const n = 200
+		for i := range n {
+			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
+		}
+		if s.Dropped() == 0 {
+			t.Error("no drops counted with a full queue")
+		}
+		release()
+		flush(t, s)
+		got, err := s.List(context.Background(), Filter{Limit: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint64(len(got))+s.Dropped() != n {
+			t.Errorf("stored %d + dropped %d != added %d", len(got), s.Dropped(), n)
+		}
+	})
 }
 
 func TestCloseWritesQueued(t *testing.T) {
-	db := openDB(t)
-	s := NewStore(db, Options{FlushInterval: time.Hour})
-	for _, r := range sample() {
-		s.Add(r)
-	}
-	sub, _ := s.Subscribe(Filter{})
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s.Add(sample()[0])
-	if s.Dropped() != 1 {
-		t.Errorf("Add after Close: Dropped = %d, want 1", s.Dropped())
-	}
-	if err := s.Flush(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Errorf("Flush after Close = %v", err)
-	}
-	for range sub {
-	} // closed by Close
-	var n int
-	if err := db.QueryRow("SELECT count(*) FROM activity").Scan(&n); err != nil || n != len(sample()) {
-		t.Errorf("rows after Close = %d, %v; want %d", n, err, len(sample()))
-	}
+	eachEngine(t, func(t *testing.T, eng string) {
+		db := openDB(t, eng)
+		s := NewStore(db, Options{FlushInterval: time.Hour})
+		for _, r := range sample() {
+			s.Add(r)
+		}
+		sub, _ := s.Subscribe(Filter{})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s.Add(sample()[0])
+		if s.Dropped() != 1 {
+			t.Errorf("Add after Close: Dropped = %d, want 1", s.Dropped())
+		}
+		if err := s.Flush(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Errorf("Flush after Close = %v", err)
+		}
+		for range sub {
+		} // closed by Close
+		var n int
+		if err := db.QueryRowContext(context.Background(), "SELECT count(*) FROM activity").Scan(&n); err != nil || n != len(sample()) {
+			t.Errorf("rows after Close = %d, %v; want %d", n, err, len(sample()))
+		}
+	})
 }
 
 func TestRetention(t *testing.T) {
-	now := t0.Add(48 * time.Hour)
-	tests := []struct {
-		name      string
-		opts      Options
-		records   int
-		remaining int
-	}{
-		{"by age", Options{MaxAge: 24 * time.Hour, MaxRows: -1}, 3000, 0},
-		{"by rows", Options{MaxAge: -1, MaxRows: 100}, 2500, 100},
-		{"age tighter than rows", Options{MaxAge: 48*time.Hour - 500*time.Second, MaxRows: 2800}, 3000, 2500},
-		{"rows tighter than age", Options{MaxAge: 48*time.Hour - 500*time.Second, MaxRows: 2000}, 3000, 2000},
-		{"disabled", Options{MaxAge: -1, MaxRows: -1}, 500, 500},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.opts.Now = func() time.Time { return now }
-			tt.opts.RetentionInterval = time.Hour // trimmed by hand below
-			s := newStore(t, tt.opts)
-			flush(t, s) // the start-up trim runs on an empty table
-			for i := range tt.records {
-				// One a second from t0, the oldest first.
-				s.Add(Record{Time: t0.Add(time.Duration(i) * time.Second), Server: "a", Tool: "t", Status: StatusOK})
-			}
-			flush(t, s)
-			for range 100 {
-				more, err := s.trim(context.Background())
-				if err != nil {
+	eachEngine(t, func(t *testing.T, eng string) {
+		now := t0.Add(48 * time.Hour)
+		tests := []struct {
+			name      string
+			opts      Options
+			records   int
+			remaining int
+		}{
+			{"by age", Options{MaxAge: 24 * time.Hour, MaxRows: -1}, 3000, 0},
+			{"by rows", Options{MaxAge: -1, MaxRows: 100}, 2500, 100},
+			{"age tighter than rows", Options{MaxAge: 48*time.Hour - 500*time.Second, MaxRows: 2800}, 3000, 2500},
+			{"rows tighter than age", Options{MaxAge: 48*time.Hour - 500*time.Second, MaxRows: 2000}, 3000, 2000},
+			{"disabled", Options{MaxAge: -1, MaxRows: -1}, 500, 500},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				tt.opts.Now = func() time.Time { return now }
+				tt.opts.RetentionInterval = time.Hour // trimmed by hand below
+				s := newStore(t, eng, tt.opts)
+				flush(t, s) // the start-up trim runs on an empty table
+				for i := range tt.records {
+					// One a second from t0, the oldest first.
+					s.Add(Record{Time: t0.Add(time.Duration(i) * time.Second), Server: "a", Tool: "t", Status: StatusOK})
+				}
+				flush(t, s)
+				for range 100 {
+					more, err := s.trim(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !more {
+						break
+					}
+				}
+				var n int
+				if err := s.db.QueryRowContext(context.Background(), "SELECT count(*) FROM activity").Scan(&n); err != nil {
 					t.Fatal(err)
 				}
-				if !more {
-					break
+				if n != tt.remaining {
+					t.Errorf("%d rows remain, want %d", n, tt.remaining)
 				}
-			}
-			var n int
-			if err := s.db.QueryRow("SELECT count(*) FROM activity").Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != tt.remaining {
-				t.Errorf("%d rows remain, want %d", n, tt.remaining)
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // The writer trims on its own schedule, a batch at a time.
 func TestRetentionRunsPeriodically(t *testing.T) {
-	s := newStore(t, Options{MaxAge: -1, MaxRows: 10, RetentionInterval: 5 * time.Millisecond})
-	for i := range 2500 {
-		s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
-	}
-	flush(t, s)
-	waitfor.Cond(t, 10*time.Second, "retention to leave 10 rows", func() (bool, string) {
-		var n int
-		if err := s.db.QueryRow("SELECT count(*) FROM activity").Scan(&n); err != nil {
-			t.Fatal(err)
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{MaxAge: -1, MaxRows: 10, RetentionInterval: 5 * time.Millisecond})
+		for i := range 2500 {
+			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
 		}
-		return n == 10, fmt.Sprintf("%d rows", n)
+		flush(t, s)
+		waitfor.Cond(t, 10*time.Second, "retention to leave 10 rows", func() (bool, string) {
+			var n int
+			if err := s.db.QueryRowContext(context.Background(), "SELECT count(*) FROM activity").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n == 10, fmt.Sprintf("%d rows", n)
+		})
 	})
 }
 
@@ -495,30 +504,32 @@ func TestReadsVersion1Records(t *testing.T) {
 }
 
 func TestConcurrentAdd(t *testing.T) {
-	s := newStore(t, Options{})
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 250 {
-				s.Add(Record{Server: fmt.Sprint("s", g), Tool: fmt.Sprint(i), Status: StatusOK})
-			}
-		}()
-	}
-	wg.Wait()
-	flush(t, s)
-	rows, err := s.Summary(context.Background(), Filter{}, "server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, r := range rows {
-		total += r.Calls
-	}
-	if total+int(s.Dropped()) != 2000 {
-		t.Errorf("stored %d + dropped %d, want 2000", total, s.Dropped())
-	}
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{})
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 250 {
+					s.Add(Record{Server: fmt.Sprint("s", g), Tool: fmt.Sprint(i), Status: StatusOK})
+				}
+			}()
+		}
+		wg.Wait()
+		flush(t, s)
+		rows, err := s.Summary(context.Background(), Filter{}, "server")
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for _, r := range rows {
+			total += r.Calls
+		}
+		if total+int(s.Dropped()) != 2000 {
+			t.Errorf("stored %d + dropped %d, want 2000", total, s.Dropped())
+		}
+	})
 }
 
 func TestTruncate(t *testing.T) {
@@ -534,26 +545,69 @@ func TestTruncate(t *testing.T) {
 
 // A batch that cannot be written is reported by Flush and counted as dropped.
 func TestWriteFailure(t *testing.T) {
-	db := openDB(t)
-	s := NewStore(db, Options{})
-	defer s.Close()
-	flush(t, s)
-	db.Close()
-	s.Add(sample()[0])
-	if err := s.Flush(context.Background()); err == nil {
-		t.Fatal("Flush succeeded on a closed database")
-	}
-	if s.Dropped() != 1 || s.WriteErrors() != 1 || s.LastError() == nil {
-		t.Errorf("dropped %d, write errors %d, last %v", s.Dropped(), s.WriteErrors(), s.LastError())
-	}
+	eachEngine(t, func(t *testing.T, eng string) {
+		db := openDB(t, eng)
+		s := NewStore(db, Options{})
+		defer s.Close()
+		flush(t, s)
+		db.Close()
+		s.Add(sample()[0])
+		if err := s.Flush(context.Background()); err == nil {
+			t.Fatal("Flush succeeded on a closed database")
+		}
+		if s.Dropped() != 1 || s.WriteErrors() != 1 || s.LastError() == nil {
+			t.Errorf("dropped %d, write errors %d, last %v", s.Dropped(), s.WriteErrors(), s.LastError())
+		}
+	})
 }
 
 func TestSubscribeAfterClose(t *testing.T) {
-	s := NewStore(openDB(t), Options{})
-	s.Close()
-	ch, cancel := s.Subscribe(Filter{})
-	defer cancel()
-	if _, ok := <-ch; ok {
-		t.Error("subscription after Close is open")
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := NewStore(openDB(t, eng), Options{})
+		s.Close()
+		ch, cancel := s.Subscribe(Filter{})
+		defer cancel()
+		if _, ok := <-ch; ok {
+			t.Error("subscription after Close is open")
+		}
+	})
+}
+
+// lockActivity blocks every write to the activity table from another
+// connection until release.
+func lockActivity(t *testing.T, db *store.DB) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	var conn *sql.Conn
+	var begin []string
+	if db.Engine() == store.EnginePostgres {
+		c, err := db.SQL().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn = c
+		begin = []string{"BEGIN", "LOCK TABLE activity IN ACCESS EXCLUSIVE MODE"}
+	} else {
+		lock, err := sql.Open("sqlite", db.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lock.Close() })
+		if conn, err = lock.Conn(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The store's writer may hold the write lock this instant: wait for it.
+		begin = []string{"PRAGMA busy_timeout = 10000", "BEGIN IMMEDIATE"}
+	}
+	for _, q := range begin {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
 	}
 }

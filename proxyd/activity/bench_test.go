@@ -2,6 +2,7 @@ package activity
 
 import (
 	"context"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 // The filters the CLI offers are answered from an index, newest first,
 // without a sort.
 func TestQueryPlansUseIndexes(t *testing.T) {
-	db := openDB(t)
+	db := openDB(t, store.EngineSQLite)
 	since := time.Now().Add(-24 * time.Hour)
 	tests := []struct {
 		name  string
@@ -27,7 +28,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q, args := listQuery(tt.f)
-			rows, err := db.Query("EXPLAIN QUERY PLAN "+q, args...)
+			rows, err := db.SQL().Query("EXPLAIN QUERY PLAN "+q, args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +53,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 // BenchmarkIngest measures how fast the writer stores records (the queue is
 // sized so none are dropped).
 func BenchmarkIngest(b *testing.B) {
-	s := NewStore(openDB(b), Options{QueueSize: b.N + 1, MaxAge: -1, MaxRows: -1})
+	s := NewStore(openDB(b, store.EngineSQLite), Options{QueueSize: b.N + 1, MaxAge: -1, MaxRows: -1})
 	defer s.Close()
 	r := Record{Server: "docs", Tool: "search", DurationMS: 12.5, Status: StatusError, Error: "request failed with status 502",
 		ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, UpstreamHTTPStatus: 502, RequestID: "req-1", Client: "session-1"}
@@ -76,12 +77,12 @@ const benchRows = 1_000_000
 // BenchmarkFilteredQuery is `mcpx activity --fault-domain upstream --since
 // 24h --limit 100` over a million records spread across 30 days.
 func BenchmarkFilteredQuery(b *testing.B) {
-	db := openDB(b)
+	db := openDB(b, store.EngineSQLite)
 	now := time.Now()
 	span := int64(30 * 24 * time.Hour)
 	// One statement builds the table: a quarter of the calls fail, spread
 	// across the three fault domains.
-	_, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+	_, err := db.SQL().Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 		INSERT INTO activity (ts, server, tool, duration_us, status, error, error_class, fault_domain, upstream_http_status)
 		SELECT ? - i * ?, 'server' || (i % 20), 'tool' || (i % 50), 1000 + i % 5000,
 			CASE WHEN i % 4 = 0 THEN 'error' ELSE 'ok' END,

@@ -2,6 +2,7 @@ package activity
 
 import (
 	"context"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -48,7 +49,7 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 	}
 	c := mk()
 	defer c.Close()
-	st := NewStore(openDB(b), Options{MaxAge: -1, MaxRows: -1})
+	st := NewStore(openDB(b, store.EngineSQLite), Options{MaxAge: -1, MaxRows: -1})
 	defer st.Close()
 
 	req := mcp.CallToolRequest{}

@@ -12,7 +12,7 @@ import (
 )
 
 const selectCols = `id, ts, server, tool, duration_us, status, error, error_class, fault_domain,
-	upstream_http_status, request_id, client, protocol_era, reinit, retried, token_refresh, reason`
+	upstream_http_status, request_id, client, protocol_era, reinit, retried, token_refresh, reason, replica`
 
 // where renders the filter as SQL conditions over indexed columns.
 func (f Filter) where() (string, []any) {
@@ -37,6 +37,7 @@ func (f Filter) where() (string, []any) {
 	set("status", f.Statuses)
 	set("error_class", f.ErrorClasses)
 	set("fault_domain", f.FaultDomains)
+	set("replica", f.Replicas)
 	if !f.Since.IsZero() {
 		conds = append(conds, "ts >= ?")
 		args = append(args, f.Since.UnixNano())
@@ -61,7 +62,7 @@ func scanRecord(sc scanner) (Record, error) {
 	var r Record
 	var ts, durUS int64
 	if err := sc.Scan(&r.ID, &ts, &r.Server, &r.Tool, &durUS, &r.Status, &r.Error, &r.ErrorClass, &r.FaultDomain,
-		&r.UpstreamHTTPStatus, &r.RequestID, &r.Client, &r.ProtocolEra, &r.Reinit, &r.Retried, &r.TokenRefresh, &r.Reason); err != nil {
+		&r.UpstreamHTTPStatus, &r.RequestID, &r.Client, &r.ProtocolEra, &r.Reinit, &r.Retried, &r.TokenRefresh, &r.Reason, &r.Replica); err != nil {
 		return Record{}, err
 	}
 	r.Time = time.Unix(0, ts).UTC()
@@ -190,7 +191,7 @@ func (s *Store) Summary(ctx context.Context, f Filter, by string) ([]SummaryRow,
 		return nil, fmt.Errorf("%w %q (want one of %s)", ErrBadGroup, by, strings.Join(SummaryBy, ", "))
 	}
 	where, args := f.where()
-	rows, err := s.db.QueryContext(ctx, `SELECT `+by+`, count(*), sum(status = 'error') FROM activity`+where+
+	rows, err := s.db.QueryContext(ctx, `SELECT `+by+`, count(*), sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) FROM activity`+where+
 		` GROUP BY `+by+` ORDER BY count(*) DESC, `+by, args...)
 	if err != nil {
 		return nil, fmt.Errorf("summarise activity: %w", err)

@@ -55,6 +55,9 @@ type ServerStatus struct {
 	SessionID       string     `json:"session_id,omitempty"` // 8-character prefix only
 	Reinits         int64      `json:"reinits"`
 	Health          *Health    `json:"health,omitempty"`
+	// Warnings are problems that leave the server working, such as a tool
+	// left out because another server already exposes its name.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Health is the rolling window of tool-call outcomes of one server.
@@ -69,8 +72,9 @@ type Health struct {
 // Tool is one upstream tool as proxyd exposes it.
 type Tool struct {
 	Server      string          `json:"server"`
-	Name        string          `json:"name"`         // the upstream's own name
-	Exposed     string          `json:"exposed_name"` // the namespaced name clients see
+	Name        string          `json:"name"`               // the upstream's own name
+	Exposed     string          `json:"exposed_name"`       // the name clients see: the server's prefix and Name
+	LeftOut     string          `json:"left_out,omitempty"` // why clients do not see the tool, when they do not
 	Title       string          `json:"title,omitempty"`
 	Description string          `json:"description,omitempty"`
 	ReadOnly    bool            `json:"read_only"`

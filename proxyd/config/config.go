@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
 // Config is the whole file.
@@ -19,6 +21,7 @@ type Config struct {
 	Listen   string         `yaml:"listen,omitempty" json:"listen,omitempty"` // downstream MCP endpoint, loopback host:port; default DefaultListen
 	Activity ActivityConfig `yaml:"activity,omitempty" json:"activity,omitzero"`
 	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
+	State    StateConfig    `yaml:"state,omitempty" json:"state,omitzero"`
 
 	// src locates parsed values for Validate; empty for a Config built in code.
 	src *source
@@ -30,21 +33,53 @@ type ActivityConfig struct {
 	MaxRows int      `yaml:"max_rows,omitempty" json:"max_rows,omitempty"` // retention by count, default DefaultActivityMaxRows
 }
 
+// StateConfig chooses where proxyd keeps its state. Empty: the SQLite
+// file in the state dir.
+type StateConfig struct {
+	// Postgres is a PostgreSQL DSN shared by replicas. A password may
+	// appear only as a ${env:NAME} or ${file:PATH} reference (or come from
+	// PGPASSWORD or a passfile); MCPX_STATE_DSN overrides it.
+	Postgres string `yaml:"postgres,omitempty" json:"postgres,omitempty"`
+}
+
+// EnvStateDSN overrides state.postgres.
+const EnvStateDSN = "MCPX_STATE_DSN"
+
+// StateDSN is the PostgreSQL DSN proxyd uses, references resolved, or ""
+// for the SQLite default.
+func (c *Config) StateDSN() (string, error) {
+	if v := os.Getenv(EnvStateDSN); v != "" {
+		return v, nil
+	}
+	if c.State.Postgres == "" {
+		return "", nil
+	}
+	dsn, err := secretref.Expand(c.State.Postgres)
+	if err != nil {
+		return "", fmt.Errorf("state.postgres: %w", err)
+	}
+	return dsn, nil
+}
+
 // Server is one upstream MCP server: either remote (URL) or a local child
 // process speaking stdio (Command).
 type Server struct {
-	Name      string            `yaml:"name" json:"name"`
-	URL       string            `yaml:"url,omitempty" json:"url,omitempty"`
-	Transport string            `yaml:"transport,omitempty" json:"transport,omitempty"` // streamable-http (default when url set) | sse | stdio (default when command set)
-	Protocol  string            `yaml:"protocol,omitempty" json:"protocol,omitempty"`   // auto (default) | legacy | modern
-	Headers   map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
-	TLS       *TLS              `yaml:"tls,omitempty" json:"tls,omitempty"`
-	OAuth     *OAuth            `yaml:"oauth,omitempty" json:"oauth,omitempty"`
-	Command   string            `yaml:"command,omitempty" json:"command,omitempty"`
-	Args      []string          `yaml:"args,omitempty" json:"args,omitempty"`
-	Env       map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
-	Disabled  bool              `yaml:"disabled,omitempty" json:"disabled,omitempty"`
-	Timeout   Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"` // per-call timeout, default DefaultCallTimeout
+	Name      string `yaml:"name" json:"name"`
+	URL       string `yaml:"url,omitempty" json:"url,omitempty"`
+	Transport string `yaml:"transport,omitempty" json:"transport,omitempty"` // streamable-http (default when url set) | sse | stdio (default when command set)
+	Protocol  string `yaml:"protocol,omitempty" json:"protocol,omitempty"`   // auto (default) | legacy | modern
+	// Prefix goes before the server's tool and prompt names as clients see
+	// them: absent means "<name>__", "" exposes the upstream's names as
+	// they are. A pointer, because absent and "" differ.
+	Prefix   *string           `yaml:"prefix,omitempty" json:"prefix,omitempty"`
+	Headers  map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	TLS      *TLS              `yaml:"tls,omitempty" json:"tls,omitempty"`
+	OAuth    *OAuth            `yaml:"oauth,omitempty" json:"oauth,omitempty"`
+	Command  string            `yaml:"command,omitempty" json:"command,omitempty"`
+	Args     []string          `yaml:"args,omitempty" json:"args,omitempty"`
+	Env      map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Disabled bool              `yaml:"disabled,omitempty" json:"disabled,omitempty"`
+	Timeout  Duration          `yaml:"timeout,omitempty" json:"timeout,omitempty"` // per-call timeout, default DefaultCallTimeout
 	// MaxResponseBytes bounds one HTTP response body from the server;
 	// default DefaultMaxResponseBytes.
 	MaxResponseBytes int `yaml:"max_response_bytes,omitempty" json:"max_response_bytes,omitempty"`
@@ -95,9 +130,6 @@ const (
 	ProtocolLegacy = "legacy"
 	ProtocolModern = "modern"
 )
-
-// Redacted replaces secret values when a server is printed.
-const Redacted = "[redacted]"
 
 // DefaultPath is $XDG_CONFIG_HOME/mcpx/config.yaml, else
 // ~/.config/mcpx/config.yaml.
@@ -202,6 +234,22 @@ func (s *Server) EffectiveProtocol() string {
 	return s.Protocol
 }
 
+// NameSeparator ends the default prefix: `<name>__<tool>`. Server names
+// cannot contain "_", so the default prefix never hides inside a name.
+const NameSeparator = "__"
+
+// MaxPrefixLen bounds a configured prefix so that exposed names (at most
+// 64 characters) keep room for the upstream's own name.
+const MaxPrefixLen = 32
+
+// ExposedPrefix is the configured prefix, else "<name>__".
+func (s *Server) ExposedPrefix() string {
+	if s.Prefix == nil {
+		return s.Name + NameSeparator
+	}
+	return *s.Prefix
+}
+
 // CallTimeout bounds one call to this server.
 func (s *Server) CallTimeout() time.Duration {
 	if s.Timeout <= 0 {
@@ -216,44 +264,4 @@ func (s *Server) ResponseLimit() int64 {
 		return DefaultMaxResponseBytes
 	}
 	return int64(s.MaxResponseBytes)
-}
-
-// Redacted returns a copy safe to print: header values, the client secret,
-// environment values and token-like URL query values are replaced by
-// "[redacted]".
-func (s Server) Redacted() Server {
-	out := s
-	out.URL = redactURL(s.URL)
-	out.Headers = redactMap(s.Headers)
-	out.Env = redactMap(s.Env)
-	if s.Args != nil {
-		out.Args = append([]string(nil), s.Args...)
-	}
-	if s.TLS != nil {
-		t := *s.TLS
-		out.TLS = &t
-	}
-	if s.OAuth != nil {
-		o := *s.OAuth
-		if o.ClientSecret != "" {
-			o.ClientSecret = Redacted
-		}
-		o.Scopes = append([]string(nil), s.OAuth.Scopes...)
-		if s.OAuth.Scopes == nil {
-			o.Scopes = nil
-		}
-		out.OAuth = &o
-	}
-	return out
-}
-
-func redactMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k := range m {
-		out[k] = Redacted
-	}
-	return out
 }

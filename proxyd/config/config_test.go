@@ -190,7 +190,17 @@ func TestParseErrors(t *testing.T) {
 		{"env on url server", "servers:\n  - name: a\n    url: https://x/mcp\n    env: {A: b}\n", 4, 5, "env applies only to command servers", ""},
 		{"args on url server", "servers:\n  - name: a\n    url: https://x/mcp\n    args: [x]\n", 4, 5, "args apply only to command servers", ""},
 		{"headers on stdio server", "servers:\n  - name: a\n    command: x\n    headers: {X-A: b}\n", 4, 5, "headers applies only to url servers", ""},
+		{"prefix without value", "servers:\n  - name: a\n    command: x\n    prefix:\n", 4, 5, "prefix has no value", `prefix: ""`},
+		{"prefix null", "servers:\n  - name: a\n    command: x\n    prefix: ~\n", 4, 5, "prefix has no value", ""},
+		{"prefix characters", "servers:\n  - name: a\n    command: x\n    prefix: \"gh/\"\n", 4, 13, `prefix "gh/" has characters tool names cannot hold`, "gh_"},
+		{"prefix too long", "servers:\n  - name: a\n    command: x\n    prefix: " + strings.Repeat("p", 33) + "\n", 4, 13, "longer than 32 characters", "64"},
+		{"prefix not a string", "servers:\n  - name: a\n    command: x\n    prefix: [a]\n", 4, 13, "prefix must be a string", `prefix: "gh_"`},
 		{"oauth on stdio server", "servers:\n  - name: a\n    command: x\n    oauth: {client_id: c}\n", 4, 5, "oauth applies only to url servers", ""},
+		{"state dsn with password", "state:\n  postgres: postgres://app:hunter2@db/mcpx\n", 2, 13, "must not contain a password", "${env:PGPASSWORD}"},
+		{"state dsn password param", "state:\n  postgres: postgres://app@db/mcpx?password=hunter2\n", 2, 13, "must not contain a password", ""},
+		{"state keyword dsn password", "state:\n  postgres: host=db user=app password=hunter2\n", 2, 13, "must not contain a password", ""},
+		{"state unknown reference", "state:\n  postgres: ${vault:x}\n", 2, 13, "unknown reference", ""},
+		{"state unknown key", "state:\n  mysql: x\n", 2, 3, "unknown key", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,6 +262,9 @@ func TestParseAccepts(t *testing.T) {
 		{"anchors", "servers:\n  - name: a\n    command: x\n    env: &e {A: b}\n  - name: b\n    command: y\n    env: *e\n"},
 		{"numeric name", "servers:\n  - name: 123\n    command: x\n"},
 		{"document marker", "---\nlisten: 127.0.0.1:1\n"},
+		{"state dsn", "state: {postgres: \"postgres://mcpx@db.example:5432/mcpx?sslmode=require\"}\n"},
+		{"state dsn password by reference", "state: {postgres: \"postgres://mcpx:${env:PGPASSWORD}@db/mcpx\"}\n"},
+		{"state dsn by file", "state: {postgres: \"${file:/run/secrets/mcpx-dsn}\"}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,6 +272,33 @@ func TestParseAccepts(t *testing.T) {
 				t.Fatalf("Parse: %v", err)
 			}
 		})
+	}
+}
+
+func TestExposedPrefix(t *testing.T) {
+	c, err := Parse("c.yaml", []byte("servers:\n  - name: a\n    command: x\n  - name: b\n    command: x\n    prefix: \"gh_\"\n  - name: c\n    command: x\n    prefix: \"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"a__", "gh_", ""} {
+		if got := c.Servers[i].ExposedPrefix(); got != want {
+			t.Errorf("server %s: ExposedPrefix() = %q, want %q", c.Servers[i].Name, got, want)
+		}
+	}
+	// An empty prefix survives a round trip through the file: it must not
+	// turn back into the default.
+	out, err := encodeConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("c.yaml", out)
+	if err != nil {
+		t.Fatalf("re-parse: %v\n%s", err, out)
+	}
+	for i, s := range again.Servers {
+		if s.ExposedPrefix() != c.Servers[i].ExposedPrefix() {
+			t.Errorf("server %s: prefix %q after a round trip, want %q\n%s", s.Name, s.ExposedPrefix(), c.Servers[i].ExposedPrefix(), out)
+		}
 	}
 }
 
@@ -447,35 +487,6 @@ func TestDurationRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRedacted(t *testing.T) {
-	s := Server{
-		Name: "a", URL: "https://x/mcp",
-		Headers: map[string]string{"X-Api-Key": "k1"},
-		Env:     map[string]string{"TOKEN": "t1"},
-		OAuth:   &OAuth{ClientID: "id", ClientSecret: "sec", Scopes: []string{"s"}},
-		TLS:     &TLS{CAFile: "/ca.pem"},
-	}
-	r := s.Redacted()
-	if r.Headers["X-Api-Key"] != "[redacted]" || r.Env["TOKEN"] != "[redacted]" || r.OAuth.ClientSecret != "[redacted]" {
-		t.Errorf("Redacted = %+v", r)
-	}
-	if r.OAuth.ClientID != "id" || r.TLS.CAFile != "/ca.pem" || r.URL != s.URL {
-		t.Errorf("Redacted dropped non-secret values: %+v", r)
-	}
-	if s.Headers["X-Api-Key"] != "k1" || s.Env["TOKEN"] != "t1" || s.OAuth.ClientSecret != "sec" {
-		t.Errorf("Redacted changed the original: %+v", s)
-	}
-	b, _ := json.Marshal(r)
-	for _, secret := range []string{"k1", "t1", "sec"} {
-		if strings.Contains(string(b), `"`+secret+`"`) {
-			t.Errorf("redacted server still holds %q: %s", secret, b)
-		}
-	}
-	if got := (Server{Name: "b"}).Redacted(); got.Headers != nil || got.Env != nil || got.OAuth != nil {
-		t.Errorf("empty server redacted to %+v", got)
-	}
-}
-
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(issueExample))
 	f.Add([]byte("listen: [\n"))
@@ -492,20 +503,6 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("parsed config fails Validate: %v", err)
 		}
 	})
-}
-
-func TestRedactedURL(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"https://x/mcp", "https://x/mcp"},
-		{"https://x/mcp?region=eu", "https://x/mcp?region=eu"},
-		{"https://x/mcp?api_key=abc&region=eu", "https://x/mcp?api_key=%5Bredacted%5D&region=eu"},
-		{"https://x/mcp?access_token=abc", "https://x/mcp?access_token=%5Bredacted%5D"},
-	}
-	for _, tt := range tests {
-		if got := (Server{URL: tt.in}).Redacted().URL; got != tt.want {
-			t.Errorf("Redacted URL %q = %q, want %q", tt.in, got, tt.want)
-		}
-	}
 }
 
 func TestWarnings(t *testing.T) {

@@ -101,6 +101,7 @@ var (
 		"url":                {kind: kString, example: "url: https://example.com/mcp"},
 		"transport":          {kind: kString, example: "transport: streamable-http"},
 		"protocol":           {kind: kString, example: "protocol: auto"},
+		"prefix":             {kind: kString, example: `prefix: "gh_"`},
 		"headers":            {kind: kStringMap, example: "headers: {X-Team: infra}"},
 		"tls":                {kind: kObject, example: "tls: {ca_file: /path/to/ca.pem}", sub: tlsFields},
 		"oauth":              {kind: kObject, example: "oauth: {client_id: my-client}", sub: oauthFields},
@@ -115,7 +116,11 @@ var (
 		"max_age":  {kind: kDuration, example: "max_age: 720h"},
 		"max_rows": {kind: kInt, example: "max_rows: 1000000"},
 	}
+	stateFields = map[string]field{
+		"postgres": {kind: kString, example: "postgres: postgres://mcpx@db.example:5432/mcpx"},
+	}
 	rootFields = map[string]field{
+		"state":    {kind: kObject, example: "state: {postgres: postgres://mcpx@db.example:5432/mcpx}", sub: stateFields},
 		"listen":   {kind: kString, example: "listen: " + DefaultListen},
 		"activity": {kind: kObject, example: "activity: {max_age: 720h, max_rows: 1000000}", sub: activityFields},
 		"servers":  {kind: kServerList, example: "servers: [{name: docs, url: https://example.com/mcp}]"},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,10 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
 var (
 	nameRe   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
+	prefixRe = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
 	envKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -42,6 +46,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Activity.MaxRows < 0 {
 		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
+	}
+	if c.State.Postgres != "" {
+		if err := checkStateDSN(c.State.Postgres); err != nil {
+			v.add("state.postgres", err.Error(),
+				"keep the password out of the file: postgres://USER@HOST/DB with PGPASSWORD set, or postgres://USER:${env:PGPASSWORD}@HOST/DB, or the whole DSN as ${file:/run/secrets/mcpx-dsn}")
+		}
 	}
 	firstByName := map[string]int{}
 	for i := range c.Servers {
@@ -160,6 +170,25 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// prefixOf checks a server's prefix: exposed names must keep to MCP's
+// name characters, and "prefix:" with no value would silently mean the
+// default, so it is refused.
+func (v *validator) prefixOf(s *Server, where string) {
+	switch {
+	case s.Prefix == nil:
+		if v.src.has(v.path("prefix")) {
+			v.add("prefix", fmt.Sprintf("%sprefix has no value", prefix(where)),
+				"write `prefix: \"\"` to expose the upstream's names unchanged, or remove prefix for the default <name>__")
+		}
+	case !prefixRe.MatchString(*s.Prefix):
+		v.add("prefix", fmt.Sprintf("%sprefix %q has characters tool names cannot hold", prefix(where), *s.Prefix),
+			"use letters, digits, '_', '-' and '.', e.g. `prefix: \"gh_\"`")
+	case len(*s.Prefix) > MaxPrefixLen:
+		v.add("prefix", fmt.Sprintf("%sprefix %q is longer than %d characters", prefix(where), *s.Prefix, MaxPrefixLen),
+			"shorten it: exposed names are at most 64 characters and must keep room for the tool's own name")
+	}
+}
+
 func (v *validator) server(s *Server, i int) {
 	where := v.where
 	switch {
@@ -205,6 +234,7 @@ func (v *validator) server(s *Server, i int) {
 		v.add("protocol", fmt.Sprintf("%sunknown protocol %q", prefix(where), s.Protocol), "use auto (negotiate), legacy (session era) or modern (session-less era)")
 	}
 
+	v.prefixOf(s, where)
 	v.headers(s.Headers, where, s.Name)
 	if s.TLS != nil && s.TLS.CAFile == "" || s.TLS == nil && v.src.has(v.path("tls")) {
 		v.add("tls", fmt.Sprintf("%stls is given without ca_file", prefix(where)), "set `tls: {ca_file: /path/to/ca.pem}` or remove tls")
@@ -389,6 +419,37 @@ func ValidateEndpointURL(field, raw string) error {
 		return bad("must not have a query")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return bad("must not have a fragment")
+	}
+	return nil
+}
+
+// checkStateDSN refuses a DSN that carries a password inline; references
+// are fine.
+func checkStateDSN(raw string) error {
+	if err := secretref.Check(raw); err != nil {
+		return fmt.Errorf("state.postgres: %w", err)
+	}
+	lit := secretref.Strip(raw)
+	if strings.HasPrefix(lit, "postgres://") || strings.HasPrefix(lit, "postgresql://") {
+		u, err := url.Parse(lit)
+		if err != nil {
+			if secretref.Has(raw) {
+				return nil // the reference completes it
+			}
+			return errors.New("state.postgres is not a valid postgres:// URL")
+		}
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			return errors.New("state.postgres must not contain a password")
+		}
+		if u.Query().Get("password") != "" {
+			return errors.New("state.postgres must not contain a password")
+		}
+		return nil
+	}
+	for _, kv := range strings.Fields(lit) {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == "password" && strings.Trim(v, "'") != "" {
+			return errors.New("state.postgres must not contain a password")
+		}
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"strings"
 )
 
 // Warnings lists problems that do not stop proxyd from starting but that
@@ -39,50 +38,4 @@ func (c *Config) Warnings() []*Error {
 		}
 	}
 	return errs
-}
-
-// tokenLikeParam matches query parameter names whose values are commonly
-// credentials.
-func tokenLikeParam(name string) bool {
-	n := strings.ToLower(name)
-	for _, w := range []string{"token", "key", "secret", "pass", "auth", "sig", "code", "session", "credential"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// redactURL hides user information and token-like query values.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if strings.ContainsAny(raw, "@?") {
-			return Redacted
-		}
-		return raw
-	}
-	changed := false
-	if u.User != nil {
-		u.User = url.User(Redacted)
-		changed = true
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k, vs := range q {
-			if tokenLikeParam(k) {
-				for i := range vs {
-					vs[i] = Redacted
-				}
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	if !changed {
-		return raw
-	}
-	return u.String()
 }

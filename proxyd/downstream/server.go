@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +28,8 @@ const CacheTTLMillis = 5000
 // Upstream is what the endpoint needs of one upstream server.
 type Upstream struct {
 	Name      string
-	Modern    bool // speaks the modern (session-less) era
+	Prefix    string // goes before tool and prompt names (config: prefix)
+	Modern    bool   // speaks the modern (session-less) era
 	Tools     []mcp.Tool
 	Prompts   []mcp.Prompt
 	Resources []mcp.Resource
@@ -82,6 +82,7 @@ type Server struct {
 	toolSig   string
 	promptSig string
 	resSig    string
+	omitted   string // the omissions last logged
 }
 
 // New builds the aggregated server; call Sync after upstream changes.
@@ -94,7 +95,7 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithCacheHints(CacheTTLMillis, mcp.CacheScopePrivate),
-		server.WithInstructions("mcpx proxyd: tools of each upstream server are named <server>__<tool>."),
+		server.WithInstructions("mcpx proxyd: tools and prompts of each upstream server are named <prefix><name>, the prefix being <server>__ unless configured otherwise."),
 	}
 	// A call to a tool no upstream offers is refused by the library before
 	// any handler runs; it still belongs in the activity log.
@@ -122,10 +123,12 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
 
 // Sync publishes the upstreams' current lists. Unchanged lists are left
-// alone so clients are not told of changes that did not happen.
+// alone so clients are not told of changes that did not happen. Upstreams
+// come in configuration order, which decides who keeps a name or a
+// resource URI that two servers share.
 func (s *Server) Sync() {
 	ups := s.backend.Upstreams()
-	sort.Slice(ups, func(i, j int) bool { return ups[i].Name < ups[j].Name })
+	naming := Name(ups)
 	var tools []server.ServerTool
 	var prompts []server.ServerPrompt
 	var resources []server.ServerResource
@@ -135,10 +138,10 @@ func (s *Server) Sync() {
 	table := routes{}
 	for _, u := range ups {
 		for _, t := range u.Tools {
-			if mcp.ValidateParamHeaderAnnotations(&t) != nil {
-				continue // the library panics on such a tool; upstream drops them first
+			exposed, ok := naming.Tool(u, t.Name)
+			if !ok || !exposable(&t) {
+				continue
 			}
-			exposed := ExposedName(u.Name, t.Name)
 			table[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern,
 				paramHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}
 			tool := t
@@ -148,7 +151,10 @@ func (s *Server) Sync() {
 			tools = append(tools, server.ServerTool{Tool: tool, Handler: s.toolHandler(u.Name, t.Name)})
 		}
 		for _, p := range u.Prompts {
-			exposed := ExposedName(u.Name, p.Name)
+			exposed, ok := naming.Prompt(u, p.Name)
+			if !ok {
+				continue
+			}
 			prompt := p
 			prompt.Name = exposed
 			b, _ := json.Marshal(prompt)
@@ -175,6 +181,7 @@ func (s *Server) Sync() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.logOmissions(naming.Omitted)
 	s.table.Store(&table)
 	if sig := tsig.String(); sig != s.toolSig {
 		s.toolSig = sig
@@ -188,6 +195,22 @@ func (s *Server) Sync() {
 		s.resSig = sig
 		s.mcp.SetResources(resources...)
 		s.mcp.SetResourceTemplates(templates...)
+	}
+}
+
+// logOmissions warns of names left out, once per change.
+func (s *Server) logOmissions(omitted []Omission) {
+	var sig strings.Builder
+	for _, o := range omitted {
+		sig.WriteString(o.String())
+		sig.WriteByte('\n')
+	}
+	if sig.String() == s.omitted {
+		return
+	}
+	s.omitted = sig.String()
+	for _, o := range omitted {
+		s.log.Warn("name collision", "server", o.Server, "kind", o.Kind, "name", o.Name, "exposed", o.Exposed, "kept_by", o.Holder)
 	}
 }
 

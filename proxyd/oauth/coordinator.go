@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/oauth2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
@@ -393,7 +394,7 @@ func safeMessage(err error) string {
 	if errors.As(err, &re) {
 		return re.Msg
 	}
-	return Redact(err.Error())
+	return redact.Text(err.Error())
 }
 
 func fingerprint(gen int64, refreshToken, clientID string) string {
@@ -473,7 +474,7 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	endpoint, err := src.TokenEndpoint(ctx)
 	if err != nil {
 		e := ClassifyRefreshError(err, client.Registered)
-		e.Msg = "token endpoint unknown: " + Redact(err.Error())
+		e.Msg = "token endpoint unknown: " + redact.Text(err.Error())
 		c.fail(ctx, key, st, fp, e)
 		info.Outcome = e.Class
 		return nil, e
@@ -488,7 +489,7 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	if rerr != nil {
 		e := ClassifyRefreshError(rerr, client.Registered)
 		e = &RefreshError{Class: e.Class, Terminal: e.Terminal, Code: e.Code, HTTPStatus: e.HTTPStatus,
-			RetryAfter: e.RetryAfter, Msg: Redact(e.Msg, secrets...), Err: e.Err}
+			RetryAfter: e.RetryAfter, Msg: redact.Text(e.Msg, secrets...), Err: e.Err}
 		info.Outcome = e.Class
 		if latest, sup := c.supersededBy(ctx, key, cur); sup {
 			info.Superseded = true
@@ -581,7 +582,7 @@ func (c *Coordinator) invalidClient(ctx context.Context, key string, st *keyStat
 		return
 	}
 	if _, err := c.store.ClearClientIf(ctx, key, client.ClientID, cur.RefreshToken); err != nil {
-		c.log.Warn("oauth: clear rejected client registration", "server", src.Server, "error", Redact(err.Error()))
+		c.log.Warn("oauth: clear rejected client registration", "server", src.Server, "error", redact.Text(err.Error()))
 	}
 	e.Msg = fmt.Sprintf("the authorization server no longer accepts the client registration of %s (invalid_client); it was cleared: sign in again (mcpx login %s)", src.Server, src.Server)
 }
@@ -619,7 +620,7 @@ func (c *Coordinator) fail(ctx context.Context, key string, st *keyState, fp str
 
 func (c *Coordinator) saveState(ctx context.Context, key string, rs RefreshState) {
 	if err := c.store.SaveState(ctx, key, rs); err != nil {
-		c.log.Warn("oauth: save refresh state", "error", Redact(err.Error()))
+		c.log.Warn("oauth: save refresh state", "error", redact.Text(err.Error()))
 	}
 }
 
@@ -769,7 +770,7 @@ func (c *Coordinator) ExpireAccessToken(ctx context.Context, key string) error {
 func (c *Coordinator) ExchangeFailed(ctx context.Context, key string, client *Client, err error) *RefreshError {
 	e := ClassifyRefreshError(err, client != nil && client.Registered)
 	e = &RefreshError{Class: e.Class, Terminal: e.Terminal, Code: e.Code, HTTPStatus: e.HTTPStatus, RetryAfter: e.RetryAfter,
-		Msg: Redact(e.Msg, clientSecretOf(client)), Err: e.Err}
+		Msg: redact.Text(e.Msg, clientSecretOf(client)), Err: e.Err}
 	if e.Class != OutcomeInvalidClient {
 		return e
 	}

@@ -8,13 +8,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/retryafter"
 )
 
 // Refresh outcomes: the values of the outcome label of the refresh
@@ -73,13 +74,13 @@ func ClassifyRefreshError(err error, registered bool) *RefreshError {
 		out.Code = rerr.ErrorCode
 		if rerr.Response != nil {
 			out.HTTPStatus = rerr.Response.StatusCode
-			out.RetryAfter = parseRetryAfter(rerr.Response.Header.Get("Retry-After"), time.Now())
+			out.RetryAfter = retryafter.Parse(rerr.Response.Header.Get("Retry-After"), time.Now())
 		}
 		if out.Code == "" {
 			out.Code = codeFromBody(rerr.Body)
 		}
 		classifyCode(out)
-		out.Msg = refreshMessage(out, registered, Redact(rerr.ErrorDescription))
+		out.Msg = refreshMessage(out, registered, redact.Text(rerr.ErrorDescription))
 		return out
 	}
 	switch {
@@ -87,7 +88,7 @@ func ClassifyRefreshError(err error, registered bool) *RefreshError {
 		out.Class = OutcomeNetwork
 		out.Msg = "token endpoint unreachable: " + networkReason(err)
 	default:
-		out.Msg = "token refresh failed: " + Redact(err.Error())
+		out.Msg = "token refresh failed: " + redact.Text(err.Error())
 	}
 	return out
 }
@@ -183,20 +184,6 @@ func codeFromBody(body []byte) string {
 	return ""
 }
 
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now).Round(time.Second)
-	}
-	return 0
-}
-
 func isNetwork(err error) bool {
 	var ne net.Error
 	var ue *url.Error
@@ -227,51 +214,7 @@ func networkReason(err error) string {
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Err != nil {
-		return Redact(oe.Err.Error())
+		return redact.Text(oe.Err.Error())
 	}
 	return "network error"
-}
-
-const redacted = "[REDACTED]"
-
-var secretPatterns = []*regexp.Regexp{
-	// form and query spellings: refresh_token=...
-	regexp.MustCompile(`(?i)((?:access_token|refresh_token|id_token|client_secret|code_verifier|code|password|assertion|client_assertion|token)=)[^&\s"']+`),
-	// JSON spellings: "refresh_token":"..."
-	regexp.MustCompile(`(?i)("(?:access_token|refresh_token|id_token|client_secret|code_verifier|code|password|assertion|token)"\s*:\s*")(?:[^"\\]|\\.)*"`),
-	// Authorization header values.
-	regexp.MustCompile(`(?i)\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/]+=*`),
-}
-
-// Redact removes credentials from s: every given secret in its raw,
-// JSON-escaped and URL-escaped spellings, and anything that looks like a
-// token parameter, JSON token field or Authorization value.
-func Redact(s string, secrets ...string) string {
-	for _, sec := range secrets {
-		if len(sec) < 4 {
-			continue
-		}
-		for _, form := range spellings(sec) {
-			s = strings.ReplaceAll(s, form, redacted)
-		}
-	}
-	s = secretPatterns[0].ReplaceAllString(s, "${1}"+redacted)
-	s = secretPatterns[1].ReplaceAllString(s, `${1}`+redacted+`"`)
-	s = secretPatterns[2].ReplaceAllString(s, "${1} "+redacted)
-	return s
-}
-
-func spellings(sec string) []string {
-	out := []string{sec}
-	if j, err := json.Marshal(sec); err == nil {
-		if js := string(j[1 : len(j)-1]); js != sec {
-			out = append(out, js)
-		}
-	}
-	for _, e := range []string{url.QueryEscape(sec), url.PathEscape(sec)} {
-		if e != sec {
-			out = append(out, e)
-		}
-	}
-	return out
 }

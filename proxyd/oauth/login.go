@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
@@ -486,7 +487,7 @@ func (c *Coordinator) Login(ctx context.Context, req LoginRequest) (*LoginResult
 		RedirectURI: cb.RedirectURI(), Resource: d.ResourceIndicator, RequestedScopes: scopes, HTTPClient: req.HTTPClient, Now: c.opts.Now})
 	if err != nil {
 		e := c.ExchangeFailed(ctx, req.Key, client, err)
-		e.Msg = Redact(e.Msg, code, verifier)
+		e.Msg = redact.Text(e.Msg, code, verifier)
 		return nil, fmt.Errorf("login to %s: %w", req.Server, e)
 	}
 	gen, err := c.SaveLogin(ctx, req.Key, req.Server, tok)
@@ -559,7 +560,7 @@ func Revoke(ctx context.Context, hc *http.Client, endpoint string, client *Clien
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("revoke: %s", Redact(err.Error(), token, client.ClientSecret))
+		return fmt.Errorf("revoke: %s", redact.Text(err.Error(), token, client.ClientSecret))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -3,42 +3,37 @@ package oauth
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"path/filepath"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
-	_ "modernc.org/sqlite"
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
+	"github.com/mcpx-dev/mcpx/proxyd/store/storetest"
 )
 
-// schema mirrors migration 3 of proxyd/store.
-const schema = `
-CREATE TABLE oauth_tokens (server_key TEXT PRIMARY KEY, server_name TEXT NOT NULL, access_token TEXT NOT NULL, refresh_token TEXT NOT NULL DEFAULT '', token_type TEXT NOT NULL DEFAULT 'Bearer', expiry INTEGER NOT NULL DEFAULT 0, scopes TEXT NOT NULL DEFAULT '', generation INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL);
-CREATE TABLE oauth_clients (server_key TEXT PRIMARY KEY, client_id TEXT NOT NULL, client_secret TEXT NOT NULL DEFAULT '', registered INTEGER NOT NULL DEFAULT 0, redirect_uri TEXT NOT NULL DEFAULT '', raw TEXT NOT NULL DEFAULT '', updated INTEGER NOT NULL);
-CREATE TABLE oauth_state (server_key TEXT PRIMARY KEY, last_refresh INTEGER NOT NULL DEFAULT 0, last_outcome TEXT NOT NULL DEFAULT '', last_class TEXT NOT NULL DEFAULT '', latched TEXT NOT NULL DEFAULT '', updated INTEGER NOT NULL);`
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func openDB(tb testing.TB) *sql.DB {
+// openDB opens a new state database of engine (SQLite when none is named).
+func openDB(tb testing.TB, engine ...string) *store.DB {
 	tb.Helper()
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(NORMAL)") // as proxyd/store opens it
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", filepath.Join(tb.TempDir(), "state.db")+"?"+q.Encode())
-	if err != nil {
-		tb.Fatal(err)
+	eng := store.EngineSQLite
+	if len(engine) > 0 {
+		eng = engine[0]
 	}
-	tb.Cleanup(func() { _ = db.Close() })
-	if _, err := db.Exec(schema); err != nil {
-		tb.Fatal(err)
+	return storetest.Open(tb, eng)
+}
+
+// eachEngine runs fn against a new database of every state engine.
+func eachEngine(t *testing.T, fn func(t *testing.T, eng string)) {
+	for _, eng := range storetest.Engines {
+		t.Run(eng, func(t *testing.T) { fn(t, eng) })
 	}
-	return db
 }
 
 // syncBuffer is a log sink safe for concurrent writers.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
 
 // ServerKey is the stable key of a server's credentials, derived from its
@@ -55,18 +57,19 @@ var (
 	ErrNoClient = errors.New("no OAuth client")
 )
 
-// Store keeps tokens, clients and refresh state in proxyd's SQLite
-// database (tables oauth_tokens, oauth_clients, oauth_state). Open the
-// database with _txlock=immediate so a read-modify-write transaction takes
-// the write lock at BEGIN and two processes cannot interleave.
+// Store keeps tokens, clients and refresh state in proxyd's state
+// database (tables oauth_tokens, oauth_clients, oauth_state), SQLite or
+// PostgreSQL. A read-modify-write runs in one transaction that locks what
+// it reads (SQLite: the immediate transaction's write lock; PostgreSQL:
+// SELECT ... FOR UPDATE), so two processes cannot interleave.
 type Store struct {
-	db  *sql.DB
+	db  *store.DB
 	now func() time.Time
 	mu  sync.Mutex // serialises this process's read-modify-writes
 }
 
 // NewStore wraps db.
-func NewStore(db *sql.DB) *Store { return &Store{db: db, now: time.Now} }
+func NewStore(db *store.DB) *Store { return &Store{db: db, now: time.Now} }
 
 func toMillis(t time.Time) int64 {
 	if t.IsZero() {
@@ -121,6 +124,9 @@ func (s *Store) UpdateToken(ctx context.Context, key, name string, fn func(cur *
 		return fmt.Errorf("begin token update: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := tx.Lock(ctx, store.LockRow, key); err != nil {
+		return err
+	}
 	cur, err := readToken(ctx, tx, key)
 	if err != nil && !errors.Is(err, ErrNoToken) {
 		return err
@@ -245,6 +251,9 @@ func (s *Store) ClearClientIf(ctx context.Context, key, clientID, refreshToken s
 		return false, fmt.Errorf("begin client clear: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := tx.Lock(ctx, store.LockRow, key); err != nil {
+		return false, err
+	}
 	var cur string
 	err = tx.QueryRowContext(ctx, `SELECT client_id FROM oauth_clients WHERE server_key = ?`, key).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && cur != clientID) {

@@ -1,6 +1,9 @@
-// Package store owns proxyd's one SQLite database: OAuth tokens, client
-// registrations and activity records. It opens the file with safe
-// permissions and settings and brings its schema up to date.
+// Package store owns proxyd's state database: OAuth tokens, client
+// registrations, refresh state, replicas and activity records. Two engines
+// hold it: an embedded SQLite file (the default) and a shared PostgreSQL
+// database for replicas. Both run the same versioned migrations, and the
+// stores above this package write their SQL once: DB rewrites placeholders
+// for the engine and hides what else differs behind the engine interface.
 package store
 
 import (
@@ -8,15 +11,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
-
-	"modernc.org/sqlite"
 )
 
-// Errors Open returns, wrapped in an *OpenError that names the path and the fix.
+// Errors Open returns, wrapped in an *OpenError that names the database and the fix.
 var (
 	// ErrNotDatabase means the file exists but is not an SQLite database.
 	ErrNotDatabase = errors.New("file is not an SQLite database")
@@ -26,7 +23,7 @@ var (
 
 // OpenError explains why the state database could not be opened and what to do.
 type OpenError struct {
-	Path string
+	Path string // the file, or the DSN without its password
 	Fix  string
 	Err  error
 }
@@ -41,111 +38,146 @@ func (e *OpenError) Error() string {
 
 func (e *OpenError) Unwrap() error { return e.Err }
 
-// DB is the state database.
+// Engine names.
+const (
+	EngineSQLite   = "sqlite"
+	EnginePostgres = "postgres"
+)
+
+// engine is what differs between SQLite and PostgreSQL.
+type engine interface {
+	name() string
+	// rebind turns ?-placeholders into the engine's own.
+	rebind(q string) string
+	// migration is step i's SQL in the engine's dialect.
+	migration(i int) string
+	// lockSchema serialises migrations across processes: it holds conn
+	// until unlock. Migration transactions then run on conn.
+	lockSchema(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
+	schemaVersion(ctx context.Context, q rowQuerier) (int, error)
+	setSchemaVersion(ctx context.Context, tx *sql.Tx, v int) error
+	// explain turns an engine error at open into an *OpenError with a fix.
+	explain(where string, err error) error
+}
+
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// DB is the state database. Its query methods take ?-placeholders on
+// every engine.
 type DB struct {
-	*sql.DB
-	path    string
+	sql     *sql.DB
+	eng     engine
+	where   string // file path or DSN without password
 	version int
 }
 
-// sqliteNotADB is SQLITE_NOTADB; SQLITE_CORRUPT is reported for some
-// damaged headers too.
-const (
-	sqliteCorrupt = 11
-	sqliteNotADB  = 26
-)
+// Engine is EngineSQLite or EnginePostgres.
+func (d *DB) Engine() string { return d.eng.name() }
 
-// Open opens (creating if needed) the database at path: parent directory
-// 0700, file 0600, WAL journal, a busy timeout and foreign keys, and runs
-// every pending migration.
-func Open(path string) (*DB, error) {
-	return open(path, LatestVersion)
-}
-
-func open(path string, target int) (*DB, error) {
-	if strings.ContainsAny(path, "?#") {
-		return nil, &OpenError{Path: path, Err: errors.New("path must not contain '?' or '#'"), Fix: "choose another --state-dir"}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, &OpenError{Path: path, Err: fmt.Errorf("create directory: %w", err)}
-	}
-	// Create the file ourselves so SQLite never creates it with the umask's
-	// mode; SQLite gives -wal and -shm the main file's mode.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, &OpenError{Path: path, Err: fmt.Errorf("open file: %w", err)}
-	}
-	_ = f.Close()
-	if err := restrict(path); err != nil {
-		return nil, &OpenError{Path: path, Err: err}
-	}
-
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	// NORMAL in WAL mode: commits do not fsync; a power loss may lose the
-	// last transactions but never corrupts the file.
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	sdb, err := sql.Open("sqlite", path+"?"+q.Encode())
-	if err != nil {
-		return nil, &OpenError{Path: path, Err: err}
-	}
-	d := &DB{DB: sdb, path: path}
-	if err := d.migrateTo(context.Background(), target); err != nil {
-		_ = sdb.Close()
-		return nil, explain(path, err)
-	}
-	for _, suffix := range []string{"-wal", "-shm"} {
-		if err := restrict(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			_ = sdb.Close()
-			return nil, &OpenError{Path: path, Err: err}
-		}
-	}
-	return d, nil
-}
-
-// restrict makes a file owner-only if it exists with a wider mode.
-func restrict(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(p, 0o600); err != nil {
-			return fmt.Errorf("restrict permissions of %s: %w", p, err)
-		}
-	}
-	return nil
-}
-
-func explain(path string, err error) error {
-	var oe *OpenError
-	if errors.As(err, &oe) {
-		return err
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqliteNotADB, sqliteCorrupt:
-			return &OpenError{Path: path, Err: fmt.Errorf("%w: %v", ErrNotDatabase, err),
-				Fix: "move the file aside or delete it; mcpx creates a new one (stored sign-ins and activity are lost)"}
-		}
-	}
-	return &OpenError{Path: path, Err: err}
-}
-
-// Close closes the database.
-func (d *DB) Close() error {
-	if err := d.DB.Close(); err != nil {
-		return fmt.Errorf("close state database %s: %w", d.path, err)
-	}
-	return nil
-}
-
-// Path is the database file's path.
-func (d *DB) Path() string { return d.path }
+// Path is where the database is: the SQLite file, or the PostgreSQL DSN
+// without its password.
+func (d *DB) Path() string { return d.where }
 
 // SchemaVersion is the schema version after migration.
 func (d *DB) SchemaVersion() int { return d.version }
+
+// SQL is the underlying handle, for what this package does not wrap
+// (statistics, engine-specific test set-up). Its queries are not rebound.
+func (d *DB) SQL() *sql.DB { return d.sql }
+
+// Close closes the database.
+func (d *DB) Close() error {
+	if err := d.sql.Close(); err != nil {
+		return fmt.Errorf("close state database %s: %w", d.where, err)
+	}
+	return nil
+}
+
+// ExecContext runs a statement.
+func (d *DB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return d.sql.ExecContext(ctx, d.eng.rebind(q), args...)
+}
+
+// QueryContext runs a query.
+func (d *DB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return d.sql.QueryContext(ctx, d.eng.rebind(q), args...)
+}
+
+// QueryRowContext runs a query expected to return at most one row.
+func (d *DB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return d.sql.QueryRowContext(ctx, d.eng.rebind(q), args...)
+}
+
+// BeginTx starts a transaction. On SQLite it takes the write lock at once
+// (immediate), so a read-modify-write never interleaves with another
+// process's.
+func (d *DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
+	tx, err := d.sql.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Tx{tx: tx, eng: d.eng}, nil
+}
+
+// Tx is a transaction of DB, with the same placeholder rewriting.
+type Tx struct {
+	tx  *sql.Tx
+	eng engine
+}
+
+// ExecContext runs a statement in the transaction.
+func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.eng.rebind(q), args...)
+}
+
+// QueryContext runs a query in the transaction.
+func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, t.eng.rebind(q), args...)
+}
+
+// QueryRowContext runs a one-row query in the transaction.
+func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.eng.rebind(q), args...)
+}
+
+// PrepareContext prepares a statement in the transaction.
+func (t *Tx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
+	return t.tx.PrepareContext(ctx, t.eng.rebind(q))
+}
+
+// Commit commits the transaction.
+func (t *Tx) Commit() error { return t.tx.Commit() }
+
+// Rollback aborts the transaction; after Commit it does nothing.
+func (t *Tx) Rollback() error { return t.tx.Rollback() }
+
+// Engine is the engine of the transaction's database.
+func (t *Tx) Engine() string { return t.eng.name() }
+
+// LockSpace separates the kinds of per-key locks Tx.Lock takes.
+type LockSpace int32
+
+// Lock spaces.
+const (
+	// LockRow guards a read-modify-write of one server's OAuth rows.
+	LockRow LockSpace = 1
+	// LockGrant is held by the one refresh of a grant across processes.
+	LockGrant LockSpace = 2
+)
+
+// Lock serialises transactions on (space, key) across processes until the
+// transaction ends. On SQLite the immediate transaction already holds the
+// database's write lock, so it does nothing; on PostgreSQL it takes a
+// transaction-level advisory lock, released at commit, at rollback, or
+// when the holder's connection dies.
+func (t *Tx) Lock(ctx context.Context, space LockSpace, key string) error {
+	if t.eng.name() != EnginePostgres {
+		return nil
+	}
+	if _, err := t.tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(space), key); err != nil {
+		return fmt.Errorf("lock %s: %w", key, err)
+	}
+	return nil
+}

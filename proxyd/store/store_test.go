@@ -8,7 +8,43 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var ctx = context.Background()
+
+var engines = []string{EngineSQLite, EnginePostgres}
+
+// location is where a new database of engine lives (proxyd/store/storetest
+// does this for other packages).
+func location(t *testing.T, engine string) string {
+	if engine == EnginePostgres {
+		return pgtest.Database(t)
+	}
+	return filepath.Join(t.TempDir(), "state.db")
+}
+
+func openAt(t *testing.T, engine, loc string) *DB {
+	t.Helper()
+	db, err := openAtVersion(t, engine, loc, LatestVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// openAtVersion opens the database at loc of engine migrated to version v.
+func openAtVersion(t *testing.T, engine, loc string, v int) (*DB, error) {
+	t.Helper()
+	if engine == EnginePostgres {
+		return openPostgres(ctx, loc, v)
+	}
+	return openSQLite(loc, v)
+}
 
 func TestOpenCreatesPrivateFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state dir%20", "mcpx")
@@ -18,7 +54,7 @@ func TestOpenCreatesPrivateFiles(t *testing.T) {
 		t.Fatalf("Open: %v", err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`INSERT INTO activity (ts, server, tool, status) VALUES (1, 's', 't', 'ok')`); err != nil {
+	if _, err := db.ExecContext(ctx, `INSERT INTO activity (ts, server, tool, status) VALUES (1, 's', 't', 'ok')`); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
 
@@ -42,11 +78,11 @@ func TestOpenCreatesPrivateFiles(t *testing.T) {
 	}
 
 	var mode string
-	if err := db.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+	if err := db.SQL().QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
 	}
 	var fk int
-	if err := db.QueryRow("PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
+	if err := db.SQL().QueryRow("PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
 		t.Errorf("foreign_keys = %d, %v; want 1", fk, err)
 	}
 	if got := db.SchemaVersion(); got != LatestVersion {
@@ -100,7 +136,7 @@ func TestOpenRefuses(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := db.Exec("PRAGMA user_version = 99"); err != nil {
+				if _, err := db.ExecContext(ctx, "PRAGMA user_version = 99"); err != nil {
 					t.Fatal(err)
 				}
 				db.Close()
@@ -132,81 +168,158 @@ func TestOpenRefuses(t *testing.T) {
 	}
 }
 
-// A database written at version 1 keeps its rows through every later step.
+// A database written at version 1 keeps its rows through every later step,
+// on both engines.
 func TestMigrateFromVersion1KeepsRows(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "mcpx.db")
-	old, err := open(path, 1)
-	if err != nil {
-		t.Fatalf("open at v1: %v", err)
-	}
-	if old.SchemaVersion() != 1 {
-		t.Fatalf("version = %d, want 1", old.SchemaVersion())
-	}
-	if _, err := old.Exec(`INSERT INTO activity (ts, server, tool, duration_us, status, error) VALUES
-		(1000, 'docs', 'search', 1500, 'ok', ''), (2000, 'docs', 'fetch', 20, 'error', 'boom')`); err != nil {
-		t.Fatalf("insert v1 rows: %v", err)
-	}
-	old.Close()
+	for _, eng := range engines {
+		t.Run(eng, func(t *testing.T) {
+			loc := location(t, eng)
+			old, err := openAtVersion(t, eng, loc, 1)
+			if err != nil {
+				t.Fatalf("open at v1: %v", err)
+			}
+			if old.SchemaVersion() != 1 {
+				t.Fatalf("version = %d, want 1", old.SchemaVersion())
+			}
+			if _, err := old.ExecContext(ctx, `INSERT INTO activity (ts, server, tool, duration_us, status, error) VALUES
+				(1000, 'docs', 'search', 1500, 'ok', ''), (2000, 'docs', 'fetch', 20, 'error', 'boom')`); err != nil {
+				t.Fatalf("insert v1 rows: %v", err)
+			}
+			old.Close()
 
-	db, err := Open(path)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer db.Close()
-	if db.SchemaVersion() != LatestVersion {
-		t.Fatalf("version = %d, want %d", db.SchemaVersion(), LatestVersion)
-	}
-	rows, err := db.Query(`SELECT tool, status, error, error_class, fault_domain, upstream_http_status FROM activity ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var got []string
-	for rows.Next() {
-		var tool, status, msg, class, domain string
-		var code int
-		if err := rows.Scan(&tool, &status, &msg, &class, &domain, &code); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, tool+"/"+status+"/"+msg+"/"+class+"/"+domain)
-	}
-	want := []string{"search/ok///", "fetch/error/boom//"}
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("rows = %v, want %v", got, want)
-	}
-	if _, err := db.Exec(`INSERT INTO oauth_tokens (server_key, server_name, access_token, updated) VALUES ('k', 'n', 'a', 1)`); err != nil {
-		t.Errorf("v3 table missing: %v", err)
+			db := openAt(t, eng, loc)
+			if db.SchemaVersion() != LatestVersion {
+				t.Fatalf("version = %d, want %d", db.SchemaVersion(), LatestVersion)
+			}
+			rows, err := db.QueryContext(ctx, `SELECT tool, status, error, error_class, fault_domain, upstream_http_status, replica FROM activity ORDER BY id`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var got []string
+			for rows.Next() {
+				var tool, status, msg, class, domain, replica string
+				var code int
+				if err := rows.Scan(&tool, &status, &msg, &class, &domain, &code, &replica); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, tool+"/"+status+"/"+msg+"/"+class+"/"+domain+"/"+replica)
+			}
+			want := []string{"search/ok////", "fetch/error/boom///"}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("rows = %v, want %v", got, want)
+			}
+			if _, err := db.ExecContext(ctx, `INSERT INTO oauth_tokens (server_key, server_name, access_token, updated) VALUES ('k', 'n', 'a', 1)`); err != nil {
+				t.Errorf("v3 table missing: %v", err)
+			}
+			if _, err := db.ExecContext(ctx, `INSERT INTO oauth_leases (server_key, holder, expires) VALUES ('k', 'h', 1)`); err != nil {
+				t.Errorf("v4 table missing: %v", err)
+			}
+		})
 	}
 }
 
 func TestConcurrentOpenMigratesOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "mcpx.db")
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := Open(path)
-			if err == nil {
-				err = db.Close()
+	for _, eng := range engines {
+		t.Run(eng, func(t *testing.T) {
+			loc := location(t, eng)
+			var wg sync.WaitGroup
+			errs := make([]error, 4)
+			for i := range errs {
+				wg.Go(func() {
+					db, err := openAtVersion(t, eng, loc, LatestVersion)
+					if err == nil {
+						err = db.Close()
+					}
+					errs[i] = err
+				})
 			}
-			errs[i] = err
-		}()
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("open %d: %v", i, err)
+				}
+			}
+			db := openAt(t, eng, loc)
+			if db.SchemaVersion() != LatestVersion {
+				t.Errorf("version %d, want %d", db.SchemaVersion(), LatestVersion)
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM activity WHERE error_class = '' AND replica = ''`).Scan(&n); err != nil {
+				t.Errorf("columns of later steps: %v", err)
+			}
+		})
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("open %d: %v", i, err)
-		}
-	}
-	db, err := Open(path)
-	if err != nil {
+}
+
+func TestPostgresNewerSchemaRefused(t *testing.T) {
+	loc := location(t, EnginePostgres)
+	db := openAt(t, EnginePostgres, loc)
+	if _, err := db.ExecContext(ctx, `UPDATE mcpx_schema SET version = 99`); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM pragma_table_info('activity') WHERE name = 'error_class'`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("error_class columns = %d, %v", n, err)
+	_, err := OpenPostgres(ctx, loc)
+	if !errors.Is(err, ErrSchemaTooNew) || !strings.Contains(err.Error(), "upgrade mcpx") {
+		t.Fatalf("error %v, want %v with a fix", err, ErrSchemaTooNew)
+	}
+}
+
+// Connection failures name the database without its password and say
+// what to check.
+func TestPostgresOpenErrors(t *testing.T) {
+	c := pgtest.Get(t)
+	const canary = "pw-canary-4711"
+	tests := []struct {
+		name, dsn, inMsg string
+	}{
+		{"no such database", "postgres://mcpx:" + canary + "@/nosuchdb?host=" + c.SocketDir(), "database does not exist"},
+		{"nothing listening", "postgres://mcpx:" + canary + "@/x?host=" + t.TempDir() + "&connect_timeout=2", "cannot connect"},
+		{"not a DSN", "postgres://mcpx:" + canary + "@host:notaport/db", "not a valid PostgreSQL connection string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := OpenPostgres(ctx, tt.dsn)
+			if err == nil {
+				db.Close()
+				t.Fatal("opened")
+			}
+			var oe *OpenError
+			if !errors.As(err, &oe) || oe.Fix == "" {
+				t.Errorf("error %v has no fix", err)
+			}
+			if !strings.Contains(err.Error(), tt.inMsg) {
+				t.Errorf("error %q lacks %q", err, tt.inMsg)
+			}
+			if strings.Contains(err.Error(), canary) {
+				t.Errorf("error prints the password: %q", err)
+			}
+		})
+	}
+}
+
+func TestRebindDollar(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"SELECT 1", "SELECT 1"},
+		{"SELECT a FROM t WHERE k = ? AND v IN (?,?)", "SELECT a FROM t WHERE k = $1 AND v IN ($2,$3)"},
+		{"SELECT '?', \"q?\" FROM t WHERE x = ?", "SELECT '?', \"q?\" FROM t WHERE x = $1"},
+		{"VALUES (?,?,?,?,?,?,?,?,?,?,?)", "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)"},
+	}
+	for _, tt := range tests {
+		if got := rebindDollar(tt.in); got != tt.want {
+			t.Errorf("rebindDollar(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestRedactDSN(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"postgres://u:secret@db.example:5433/state?sslmode=require&password=x", "postgres://u@db.example:5433/state"},
+		{"host=/run/pg user=u password=secret dbname=s", "postgres://u@/s?host=/run/pg"},
+		{"postgres://u:secret@[::1", "postgres://[unparseable DSN]"},
+	}
+	for _, tt := range tests {
+		if got := RedactDSN(tt.in); got != tt.want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

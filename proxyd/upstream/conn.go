@@ -24,6 +24,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/retryafter"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -679,9 +681,9 @@ func (c *Conn) Status() api.ServerStatus {
 
 func (c *Conn) target() string {
 	if c.cfg.EffectiveTransport() == config.TransportStdio {
-		return strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " ")
+		return redact.Text(strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " "))
 	}
-	return redactURL(c.cfg.URL)
+	return redact.URL(c.cfg.URL)
 }
 
 func prefix(id string) string {
@@ -731,33 +733,12 @@ type retryAfterTransport struct{ next http.RoundTripper }
 
 func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+	if err == nil {
 		if r, ok := req.Context().Value(retryAfterKey{}).(*retryAfter); ok {
-			if d := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); d > 0 {
+			if d := retryafter.FromResponse(resp, time.Now()); d > 0 {
 				r.set(d)
 			}
 		}
 	}
 	return resp, err
-}
-
-// parseRetryAfter reads delay-seconds or an HTTP date; capped at 1 hour.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if n, err := time.ParseDuration(v + "s"); err == nil && n >= 0 {
-		d = n
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	if d < 0 {
-		return 0
-	}
-	if d > time.Hour {
-		d = time.Hour
-	}
-	return d
 }

@@ -7,6 +7,8 @@ import (
 	"net/url"
 
 	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
 )
 
 // describe shortens a connection error to what a person needs: mcp-go
@@ -23,7 +25,7 @@ func describe(err error) error {
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Err != nil {
-		return &describedError{msg: fmt.Sprintf("%s %s: %v", ue.Op, redactURL(ue.URL), ue.Err), err: err}
+		return &describedError{msg: fmt.Sprintf("%s %s: %v", ue.Op, redact.URL(ue.URL), ue.Err), err: err}
 	}
 	return err
 }

@@ -3,14 +3,13 @@ package upstream
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/httppolicy"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -43,7 +42,7 @@ func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
 	for i := len(wrappers) - 1; i >= 0; i-- {
 		rt = wrappers[i](s.Name, rt)
 	}
-	return &http.Client{Transport: rt, CheckRedirect: redirectPolicy}, nil
+	return &http.Client{Transport: rt, CheckRedirect: httppolicy.Redirect{}.Check}, nil
 }
 
 // certPool is the system pool plus the configured CA file.
@@ -60,32 +59,4 @@ func certPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", file)
 	}
 	return pool, nil
-}
-
-// redirectPolicy refuses redirects that would leak a request to a weaker or
-// foreign place: https→http off loopback, and any hop to another origin.
-// The bearer is added inside the transport, below the client's own
-// header stripping, so a cross-origin hop would carry the user's token.
-func redirectPolicy(req *http.Request, via []*http.Request) error {
-	if len(via) >= 5 {
-		return errors.New("stopped after 5 redirects")
-	}
-	prev := via[len(via)-1]
-	if prev.URL.Scheme == "https" && req.URL.Scheme == "http" && !isLoopbackHost(req.URL.Hostname()) {
-		return fmt.Errorf("refused redirect from https to http (%s)", req.URL.Redacted())
-	}
-	if origin(req.URL) != origin(via[0].URL) {
-		return fmt.Errorf("refused redirect to another origin (%s): credentials stay with the configured server", req.URL.Redacted())
-	}
-	return nil
-}
-
-func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }

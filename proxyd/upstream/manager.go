@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/url"
 	"reflect"
 	"sort"
 	"sync"
@@ -179,22 +178,4 @@ func (m *Manager) Close(ctx context.Context) {
 	}
 	wg.Wait()
 	m.stop()
-}
-
-// redactURL drops userinfo and the values of the query (which may hold
-// tokens) from a URL meant for display.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "[unparseable URL]"
-	}
-	u.User = nil
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q.Set(k, "redacted")
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -175,26 +174,6 @@ func TestChildEnvIsMinimal(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("configured env missing")
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tests := []struct {
-		in   string
-		want time.Duration
-	}{
-		{"", 0},
-		{"5", 5 * time.Second},
-		{"-3", 0},
-		{"99999", time.Hour},
-		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second},
-		{"soon", 0},
-	}
-	for _, tt := range tests {
-		if got := parseRetryAfter(tt.in, now); got != tt.want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
-		}
 	}
 }
 

@@ -2,27 +2,25 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/httppolicy"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 )
 
 // ErrRedirectRefused is wrapped by redirects the OAuth client will not
 // follow.
-var ErrRedirectRefused = errors.New("redirect refused")
+var ErrRedirectRefused = httppolicy.ErrRedirectRefused
 
-const maxRedirects = 10
-
-// NewHTTPClient returns the client for OAuth traffic. Every redirect hop is
-// checked: the target must be https or http on loopback (so https→http to a
-// non-loopback host is refused), never link-local, and a POST is never
-// redirected to another origin. When base is nil a transport is built whose
-// dialer also refuses link-local addresses a hostname resolves to.
+// NewHTTPClient returns the client for OAuth traffic: redirects follow
+// httppolicy.Redirect (reads may change origin, a POST never does) and
+// every hop's target must also be a URL OAuth may fetch (CheckFetchURL:
+// https, or http on loopback). When base is nil a transport is built
+// whose dialer also refuses link-local addresses a hostname resolves to.
 func NewHTTPClient(base http.RoundTripper, timeout time.Duration) *http.Client {
 	if base == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -36,15 +34,11 @@ func NewHTTPClient(base http.RoundTripper, timeout time.Duration) *http.Client {
 // CheckRedirect is the redirect policy of NewHTTPClient, usable on any
 // http.Client.
 func CheckRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= maxRedirects {
-		return fmt.Errorf("%w: more than %d redirects", ErrRedirectRefused, maxRedirects)
+	if err := (httppolicy.Redirect{CrossOriginReads: true}).Check(req, via); err != nil {
+		return err
 	}
-	prev := via[len(via)-1]
 	if err := CheckFetchURL(req.URL); err != nil {
-		return fmt.Errorf("%w: to %s: %w", ErrRedirectRefused, redactURL(req.URL), err)
-	}
-	if prev.Method == http.MethodPost && !sameOrigin(prev.URL, req.URL) {
-		return fmt.Errorf("%w: cross-origin redirect of a POST from %s to %s", ErrRedirectRefused, originOf(prev.URL), originOf(req.URL))
+		return fmt.Errorf("%w: to %s: %w", ErrRedirectRefused, redact.URL(req.URL.String()), err)
 	}
 	return nil
 }
@@ -54,21 +48,10 @@ func refuseLinkLocal(network, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", address, err)
 	}
-	if isLinkLocalHost(host) {
+	if httppolicy.IsLinkLocalHost(host) {
 		return fmt.Errorf("%w: link-local address %s", ErrURLRefused, host)
 	}
 	return nil
-}
-
-func originOf(u *url.URL) string { return strings.ToLower(u.Scheme) + "://" + u.Host }
-
-// redactURL keeps scheme, host and path: queries may carry codes or tokens.
-func redactURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	c.RawQuery = ""
-	c.Fragment = ""
-	return c.String()
 }
 
 // detach keeps values, drops cancellation: a shared fetch must not die

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
 )
 
 // Steps of the discovery chain, as reported in *Error.
@@ -277,7 +279,7 @@ func (d *Discoverer) shared(ctx context.Context, sfKey, key string, su *url.URL,
 	})
 	select {
 	case <-ctx.Done():
-		return nil, fmt.Errorf("oauth discovery of %s: %w", redactURL(su), ctx.Err())
+		return nil, fmt.Errorf("oauth discovery of %s: %w", redact.URL(su.String()), ctx.Err())
 	case r := <-resCh:
 		if r.Err != nil {
 			return nil, r.Err
@@ -426,7 +428,7 @@ func (d *Discoverer) fetch(ctx context.Context, su *url.URL, hint string, ov Ove
 		dc.ResourceMetadataURL = prmURL
 		if !resourceMatches(prm.Resource, su.String()) {
 			dc.ResourceMismatch = true
-			msg := fmt.Sprintf("protected resource metadata names resource %q, which does not match the server URL %s", prm.Resource, redactURL(su))
+			msg := fmt.Sprintf("protected resource metadata names resource %q, which does not match the server URL %s", prm.Resource, redact.URL(su.String()))
 			if d.strictResource {
 				return nil, &Error{Step: StepResource, URL: prmURL, Err: fmt.Errorf("%w: %s", ErrResourceMismatch, msg), Attempts: dc.Attempts}
 			}
@@ -637,7 +639,7 @@ func (d *Discoverer) getJSON(ctx context.Context, rawURL string, decode func([]b
 		att.Error = err.Error()
 		return att, err
 	}
-	att.URL = redactURL(u)
+	att.URL = redact.URL(u.String())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		att.Error = err.Error()

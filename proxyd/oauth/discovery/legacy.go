@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
 )
 
 // StepLegacy names the 2025-03-26 discovery in *Error.
@@ -112,19 +114,10 @@ func (d *Discoverer) fetchLegacy(ctx context.Context, su *url.URL) (*docs, error
 			continue
 		}
 		if _, err := parseFetchURL(*v); err != nil {
-			dc.Warnings = append(dc.Warnings, fmt.Sprintf("endpoint %s ignored: %v", redactRaw(*v), err))
+			dc.Warnings = append(dc.Warnings, fmt.Sprintf("endpoint %s ignored: %v", redact.URL(*v), err))
 			*v = ""
 		}
 	}
 	dc.Metadata = md
 	return dc, nil
-}
-
-// redactRaw drops the query and userinfo of a URL for messages.
-func redactRaw(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return redactURL(u)
 }

@@ -3,30 +3,15 @@ package discovery
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
+
+	"github.com/mcpx-dev/mcpx/internal/httppolicy"
 )
 
 // ErrURLRefused marks a URL that mcpx will not fetch or hand out: not
 // https (or http on loopback), link-local, or carrying userinfo.
 var ErrURLRefused = errors.New("url refused")
-
-// IsLoopbackHost reports whether host (without port) names the local
-// machine: "localhost" or a loopback IP literal.
-func IsLoopbackHost(host string) bool {
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(h, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-func isLinkLocalHost(host string) bool {
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast())
-}
 
 // CheckFetchURL reports whether u may be fetched or used as an OAuth
 // endpoint: https, or http on a loopback host; no userinfo; never a
@@ -38,7 +23,7 @@ func CheckFetchURL(u *url.URL) error {
 	switch strings.ToLower(u.Scheme) {
 	case "https":
 	case "http":
-		if !IsLoopbackHost(u.Hostname()) {
+		if !httppolicy.IsLoopbackHost(u.Hostname()) {
 			return fmt.Errorf("%w: http is allowed only on loopback, got host %q", ErrURLRefused, u.Hostname())
 		}
 	default:
@@ -50,7 +35,7 @@ func CheckFetchURL(u *url.URL) error {
 	if u.User != nil {
 		return fmt.Errorf("%w: userinfo in URL", ErrURLRefused)
 	}
-	if isLinkLocalHost(u.Hostname()) {
+	if httppolicy.IsLinkLocalHost(u.Hostname()) {
 		return fmt.Errorf("%w: link-local address %s", ErrURLRefused, u.Hostname())
 	}
 	return nil
@@ -205,23 +190,4 @@ func resourceMatches(resource, server string) bool {
 		return false
 	}
 	return ru.Path == "" || strings.HasPrefix(su.Path, ru.Path+"/")
-}
-
-func sameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) &&
-		strings.EqualFold(a.Hostname(), b.Hostname()) &&
-		effectivePort(a) == effectivePort(b)
-}
-
-func effectivePort(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "https":
-		return "443"
-	case "http":
-		return "80"
-	}
-	return ""
 }

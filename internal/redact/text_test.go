@@ -1,11 +1,12 @@
-package callerr
+package redact
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
 
-func TestRedact(t *testing.T) {
+func TestText(t *testing.T) {
 	const secret = "s3cr3tV4lue_xyz"
 	const jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl"
 	tests := []struct {
@@ -49,50 +50,28 @@ func TestRedact(t *testing.T) {
 		{"json value cut short", `{"client_secret":"ab\"` + secret, `"client_secret":"[REDACTED]`},
 		{"json numeric code kept", `{"error":{"code":-32099,"message":"x"}}`, `"code":-32099`},
 		{"jwt anywhere", "token was " + jwt + " ok", "token was [REDACTED] ok"},
+		{"challenge in prose kept", "Bearer challenge (resource_metadata)", "Bearer challenge (resource_metadata)"},
 		{"challenge kept", `WWW-Authenticate: Bearer realm="mcp", resource_metadata="https://x/.well-known"`, `Bearer realm="mcp"`},
 		{"error_code not a code param", "error_code=E42", "error_code=E42"},
 		{"plain text", "request failed with status 502", "request failed with status 502"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Redact(tt.in)
+			got := Text(tt.in)
 			if strings.Contains(got, secret) || strings.Contains(got, jwt) {
-				t.Errorf("Redact(%q) = %q: secret survived", tt.in, got)
+				t.Errorf("Text(%q) = %q: secret survived", tt.in, got)
 			}
 			if !strings.Contains(got, tt.keep) {
-				t.Errorf("Redact(%q) = %q, want it to contain %q", tt.in, got, tt.keep)
+				t.Errorf("Text(%q) = %q, want it to contain %q", tt.in, got, tt.keep)
 			}
-			if again := Redact(got); again != got {
+			if again := Text(got); again != got {
 				t.Errorf("not idempotent: %q -> %q", got, again)
 			}
 		})
 	}
 }
 
-func TestStripControl(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"plain text", "plain text"},
-		{"tab\tand\nnewline", "tab\tand\nnewline"},
-		{"red \x1b[31mALERT\x1b[0m done", "red ALERT done"},
-		{"title \x1b]0;pwned\x07 after", "title  after"},
-		{"osc st \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "osc st link"},
-		{"bell\x07 back\x08space\rcr", "bell backspacecr"},
-		{"c1 \u009b31m csi", "c1 31m csi"},
-		{"bidi \u202eevil\u202c", "bidi evil"},
-		{"del\x7f", "del"},
-		{"unicode ünïcödé ok", "unicode ünïcödé ok"},
-		{"bad utf8 \xff end", "bad utf8 \uFFFD end"},
-		{"trailing esc \x1b", "trailing esc "},
-		{"two-byte \x1bc reset", "two-byte  reset"},
-	}
-	for _, tt := range tests {
-		if got := StripControl(tt.in); got != tt.want {
-			t.Errorf("StripControl(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
-func FuzzRedact(f *testing.F) {
+func FuzzText(f *testing.F) {
 	for _, s := range []string{
 		"Authorization: Bearer abc.def", `{"access_token":"x"}`, "code=1&state=2", "a%3Daccess_token%3Dq",
 		`\"refresh_token\":\"z\"`, "bearer%20tok", "eyJabcd.eyJabcd.sig",
@@ -100,8 +79,8 @@ func FuzzRedact(f *testing.F) {
 		f.Add(s, "tok3nValue")
 	}
 	f.Fuzz(func(t *testing.T, text, secret string) {
-		once := Redact(text)
-		if twice := Redact(once); twice != once {
+		once := Text(text)
+		if twice := Text(once); twice != once {
 			t.Fatalf("not idempotent: %q -> %q -> %q", text, once, twice)
 		}
 		// A credential in a known position never survives.
@@ -112,21 +91,59 @@ func FuzzRedact(f *testing.F) {
 			"x?access_token=" + secret + "&y=1",
 			`{"client_secret":"` + secret + `"}`,
 		} {
-			if got := Redact(text + " " + planted); strings.Contains(got, secret) && !strings.Contains(text, secret) {
+			if got := Text(text + " " + planted); strings.Contains(got, secret) && !strings.Contains(Control(text), secret) {
 				t.Fatalf("secret survived in %q", got)
 			}
 		}
 	})
 }
 
-func FuzzStripControl(f *testing.F) {
-	f.Add("a\x1b[31mb\x1b]0;t\x07c")
-	f.Fuzz(func(t *testing.T, s string) {
-		out := StripControl(s)
-		for _, r := range out {
-			if (r < 0x20 && r != '\t' && r != '\n') || r == 0x7f || (r >= 0x80 && r <= 0x9f) {
-				t.Fatalf("control %U left in %q", r, out)
+func TestTextKnownSecrets(t *testing.T) {
+	const sec = `rt_A+b/c=d"e`
+	tests := []struct {
+		name, in string
+		secrets  []string
+		gone     []string
+		keep     []string
+	}{
+		{"raw", "token " + sec + " rejected", []string{sec}, []string{sec}, []string{"rejected"}},
+		{"url-escaped", "refresh=" + url.QueryEscape(sec), []string{sec}, []string{url.QueryEscape(sec)}, nil},
+		{"json-escaped", `{"x":"rt_A+b/c=d\"e"}`, []string{sec}, []string{`rt_A+b/c=d\"e`}, nil},
+		{"form field", "grant_type=refresh_token&refresh_token=abc123&client_id=c1", nil, []string{"abc123"}, []string{"client_id=c1", "grant_type=refresh_token"}},
+		{"json field", `{"access_token":"at-xyz","token_type":"Bearer"}`, nil, []string{"at-xyz"}, []string{"token_type"}},
+		{"code in a URL", "http://127.0.0.1/callback?code=c0de&state=s", nil, []string{"c0de"}, []string{"state=s"}},
+		{"authorization header", "Authorization: Bearer eyJhbGciOi.x.y", nil, []string{"eyJhbGciOi"}, []string{"Authorization"}},
+		{"basic header", "Authorization: Basic Y2xpZW50OnNlY3JldA==", nil, []string{"Y2xpZW50OnNlY3JldA"}, nil},
+		{"client secret", "client_secret=hunter22&x=1", nil, []string{"hunter22"}, []string{"x=1"}},
+		{"short secrets ignored", "abc", []string{"ab"}, nil, []string{"abc"}},
+		{"escape sequence inside a secret", "key s3cr\x1b[0met-v4lue here", []string{"s3cret-v4lue"}, []string{"s3cret-v4lue"}, []string{"here"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := Text(tt.in, tt.secrets...)
+			for _, g := range tt.gone {
+				if strings.Contains(out, g) {
+					t.Errorf("%q still in %q", g, out)
+				}
 			}
+			for _, k := range tt.keep {
+				if !strings.Contains(out, k) {
+					t.Errorf("%q lost from %q", k, out)
+				}
+			}
+		})
+	}
+}
+
+func FuzzTextKnownSecret(f *testing.F) {
+	f.Add("refresh_token=abc&x=1", "abc")
+	f.Add(`{"access_token":"x\"y"}`, `x"y`)
+	f.Fuzz(func(t *testing.T, s, secret string) {
+		if len(strings.TrimSpace(secret)) < 3 || strings.TrimSpace(secret) != secret || strings.Contains(Mark, secret) {
+			return
+		}
+		if out := Text(s+secret+s, secret); strings.Contains(out, secret) {
+			t.Fatalf("secret %q survived in %q", secret, out)
 		}
 	})
 }

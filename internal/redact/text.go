@@ -1,13 +1,19 @@
-package callerr
+// Package redact is the one place mcpx removes credentials from what it
+// prints, logs or stores: free text (Text), URLs (URL) and terminal
+// control sequences (Control). Every output path goes through it.
+package redact
 
 import (
+	"encoding/json"
+	"net/url"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
-	"unicode/utf8"
 )
 
-// Redacted replaces every credential Redact removes.
-const Redacted = "[REDACTED]"
+// Mark replaces every credential.
+const Mark = "[REDACTED]"
 
 // secretKeys are parameter and field names whose values are credentials.
 const secretKeys = `access_token|refresh_token|id_token|client_secret|code|code_verifier|token|api_key|apikey|password|assertion|client_assertion|accesstoken|refreshtoken|idtoken|clientsecret|codeverifier`
@@ -49,41 +55,93 @@ var notCredentials = map[string]bool{
 	"realm": true, "error": true, "error_description": true, "scope": true, "resource_metadata": true,
 	"token": true, "tokens": true, "auth": true, "authentication": true, "authorization": true,
 	"required": true, "missing": true, "invalid": true, "expired": true, "header": true, "scheme": true,
+	"challenge": true, "challenges": true,
 }
 
-// Redact removes credentials from s: bearer credentials, Authorization
-// values, token-like parameters and JSON fields (raw, JSON- and
-// URL-escaped), and JWT-looking strings. Redact(Redact(s)) == Redact(s).
-func Redact(s string) string {
+// Text makes s safe to print: terminal control sequences are removed
+// (Control), every known secret is replaced in its raw, JSON-escaped and
+// URL-escaped spellings, and so is anything that looks like a credential:
+// bearer credentials, Authorization values, token-like parameters and JSON
+// fields (raw, JSON- and URL-escaped), and JWT-looking strings. Known
+// secrets shorter than 3 characters are not searched for (they would blank
+// out unrelated text). Text(Text(s)) == Text(s).
+func Text(s string, secrets ...string) string {
+	if len(secrets) == 0 {
+		return patterns(Control(s))
+	}
+	forms := spellings(secrets)
+	s = replaceAll(s, forms)
+	if c := Control(s); c != s {
+		// an escape sequence inside a secret hid it from the first pass
+		s = replaceAll(c, forms)
+	}
+	return patterns(s)
+}
+
+// spellings are the forms a secret may take in text: raw, JSON-escaped,
+// query- and path-escaped; longest first, so that a secret containing
+// another is replaced whole.
+func spellings(secrets []string) []string {
+	var out []string
+	add := func(f string) {
+		if f != "" && !strings.Contains(Mark, f) && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	for _, sec := range secrets {
+		sec = strings.TrimSpace(sec)
+		if len(sec) < 3 {
+			continue
+		}
+		add(sec)
+		if j, err := json.Marshal(sec); err == nil {
+			add(string(j[1 : len(j)-1]))
+		}
+		add(url.QueryEscape(sec))
+		add(url.PathEscape(sec))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+func replaceAll(s string, forms []string) string {
+	for _, f := range forms {
+		s = strings.ReplaceAll(s, f, Mark)
+	}
+	return s
+}
+
+// patterns replaces what looks like a credential.
+func patterns(s string) string {
 	if !mayHoldSecret(s) {
 		return s
 	}
-	s = jsonFieldRE.ReplaceAllString(s, "${1}"+Redacted)
-	s = jsonEscapedFieldRE.ReplaceAllString(s, "${1}"+Redacted)
-	s = jsonNestedFieldRE.ReplaceAllString(s, "${1}"+Redacted)
-	s = paramRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = jsonFieldRE.ReplaceAllString(s, "${1}"+Mark)
+	s = jsonEscapedFieldRE.ReplaceAllString(s, "${1}"+Mark)
+	s = jsonNestedFieldRE.ReplaceAllString(s, "${1}"+Mark)
+	s = paramRE.ReplaceAllString(s, "${1}"+Mark)
 	s = quotedFieldRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := quotedFieldRE.FindStringSubmatch(m)
 		q := sub[2][:1]
-		return sub[1] + q + Redacted + q
+		return sub[1] + q + Mark + q
 	})
 	s = looseFieldRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := looseFieldRE.FindStringSubmatch(m)
-		if sub[2] == Redacted {
+		if sub[2] == Mark {
 			return m
 		}
-		return sub[1] + Redacted
+		return sub[1] + Mark
 	})
-	s = secretHeaderRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = secretHeaderRE.ReplaceAllString(s, "${1}"+Mark)
 	s = authHeaderRE.ReplaceAllStringFunc(s, redactAuthHeader)
 	s = bearerRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := bearerRE.FindStringSubmatch(m)
 		if notCredentials[strings.ToLower(strings.TrimRight(sub[2], "="))] {
 			return m
 		}
-		return sub[1] + Redacted
+		return sub[1] + Mark
 	})
-	return jwtRE.ReplaceAllString(s, Redacted)
+	return jwtRE.ReplaceAllString(s, Mark)
 }
 
 // prose are words after "Authorization:" in messages rather than headers.
@@ -116,12 +174,12 @@ func redactAuthHeader(m string) string {
 	case len(fields) == 0:
 		return m
 	case len(fields) == 1:
-		if fields[0] == Redacted || prose[strings.ToLower(fields[0])] {
+		if fields[0] == Mark || prose[strings.ToLower(fields[0])] {
 			return m
 		}
-		return prefix + Redacted
+		return prefix + Mark
 	default:
-		if fields[1] == Redacted {
+		if fields[1] == Mark {
 			return m
 		}
 		if prose[strings.ToLower(fields[0])] {
@@ -132,7 +190,7 @@ func redactAuthHeader(m string) string {
 			// prose such as "authorization: sign in again: mcpx login docs"
 			return m
 		}
-		return prefix + fields[0] + " " + Redacted
+		return prefix + fields[0] + " " + Mark
 	}
 }
 
@@ -157,78 +215,4 @@ func tokenLike(s string) bool {
 		}
 	}
 	return true
-}
-
-// StripControl removes terminal control characters from server-supplied
-// text: escape sequences (CSI, OSC and others), C0 controls except tab and
-// newline, DEL, C1 controls and bidirectional overrides. Invalid UTF-8 is
-// replaced.
-func StripControl(s string) string {
-	if isPlain(s) {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == 0x1b:
-			i += escapeLen(s[i:])
-			continue
-		case r == utf8.RuneError && size == 1:
-			b.WriteRune(utf8.RuneError)
-		case r == '\t' || r == '\n':
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
-			// dropped
-		case (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f:
-			// dropped: they reorder what the terminal shows
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-func isPlain(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x80 || c == 0x7f || (c < 0x20 && c != '\t' && c != '\n') {
-			return false
-		}
-	}
-	return true
-}
-
-// escapeLen is the length of the escape sequence at the start of s (which
-// begins with ESC), including the ESC.
-func escapeLen(s string) int {
-	if len(s) < 2 {
-		return len(s)
-	}
-	switch s[1] {
-	case '[': // CSI: parameters and intermediates, then a final byte 0x40-0x7e
-		for i := 2; i < len(s); i++ {
-			if s[i] >= 0x40 && s[i] <= 0x7e {
-				return i + 1
-			}
-			if s[i] < 0x20 || s[i] > 0x7e {
-				return i // malformed: drop what was read so far
-			}
-		}
-		return len(s)
-	case ']', 'P', 'X', '^', '_': // OSC, DCS, SOS, PM, APC: until BEL or ST
-		for i := 2; i < len(s); i++ {
-			if s[i] == 0x07 {
-				return i + 1
-			}
-			if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\' {
-				return i + 2
-			}
-		}
-		return len(s)
-	default: // two-byte sequence
-		return 2
-	}
 }

@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"modernc.org/sqlite"
+)
+
+// sqliteNotADB is SQLITE_NOTADB; SQLITE_CORRUPT is reported for some
+// damaged headers too.
+const (
+	sqliteCorrupt = 11
+	sqliteNotADB  = 26
+)
+
+type sqliteEngine struct{}
+
+func (sqliteEngine) name() string           { return EngineSQLite }
+func (sqliteEngine) rebind(q string) string { return q }
+func (sqliteEngine) migration(i int) string { return migrations[i].sqlite }
+
+// lockSchema: each migration transaction is immediate, so it already
+// holds the write lock.
+func (sqliteEngine) lockSchema(context.Context, *sql.Conn) (func(), error) { return func() {}, nil }
+
+func (sqliteEngine) schemaVersion(ctx context.Context, q rowQuerier) (int, error) {
+	var v int
+	err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// setSchemaVersion: user_version lives in the file header and commits
+// with the step.
+func (sqliteEngine) setSchemaVersion(ctx context.Context, tx *sql.Tx, v int) error {
+	_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v))
+	return err
+}
+
+func (sqliteEngine) explain(path string, err error) error {
+	var oe *OpenError
+	if errors.As(err, &oe) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteNotADB, sqliteCorrupt:
+			return &OpenError{Path: path, Err: fmt.Errorf("%w: %v", ErrNotDatabase, err),
+				Fix: "move the file aside or delete it; mcpx creates a new one (stored sign-ins and activity are lost)"}
+		}
+	}
+	return &OpenError{Path: path, Err: err}
+}
+
+// Open opens (creating if needed) the SQLite database at path: parent
+// directory 0700, file 0600, WAL journal, a busy timeout and foreign keys,
+// and runs every pending migration.
+func Open(path string) (*DB, error) {
+	return openSQLite(path, LatestVersion)
+}
+
+func openSQLite(path string, target int) (*DB, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, &OpenError{Path: path, Err: errors.New("path must not contain '?' or '#'"), Fix: "choose another --state-dir"}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, &OpenError{Path: path, Err: fmt.Errorf("create directory: %w", err)}
+	}
+	// Create the file ourselves so SQLite never creates it with the umask's
+	// mode; SQLite gives -wal and -shm the main file's mode.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, &OpenError{Path: path, Err: fmt.Errorf("open file: %w", err)}
+	}
+	_ = f.Close()
+	if err := restrict(path); err != nil {
+		return nil, &OpenError{Path: path, Err: err}
+	}
+
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// NORMAL in WAL mode: commits do not fsync; a power loss may lose the
+	// last transactions but never corrupts the file.
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	sdb, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, &OpenError{Path: path, Err: err}
+	}
+	d := &DB{sql: sdb, eng: sqliteEngine{}, where: path}
+	if err := d.migrateTo(context.Background(), target); err != nil {
+		_ = sdb.Close()
+		return nil, d.eng.explain(path, err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := restrict(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			_ = sdb.Close()
+			return nil, &OpenError{Path: path, Err: err}
+		}
+	}
+	return d, nil
+}
+
+// restrict makes a file owner-only if it exists with a wider mode.
+func restrict(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(p, 0o600); err != nil {
+			return fmt.Errorf("restrict permissions of %s: %w", p, err)
+		}
+	}
+	return nil
+}
