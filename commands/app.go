@@ -50,7 +50,7 @@ var categories = map[string]string{
 	"up": "Daemon", "down": "Daemon", "proxyd": "Daemon", "status": "Daemon", "reload": "Daemon",
 	"servers": "Servers and tools", "tools": "Servers and tools", "call": "Servers and tools",
 	"connect-info": "Servers and tools", "stdio": "Servers and tools",
-	"probe": "Diagnose", "activity": "Diagnose", "health": "Diagnose", "drill": "Diagnose",
+	"probe": "Diagnose", "top": "Diagnose", "activity": "Diagnose", "health": "Diagnose", "drill": "Diagnose",
 	"login": "Sign-in", "logout": "Sign-in", "auth": "Sign-in",
 	"completion": "Shell",
 }

@@ -2,7 +2,7 @@
 
 function __fish_mcpx_no_subcommand --description 'Test if there has been any subcommand yet'
     for i in (commandline -opc)
-        if contains -- $i up down proxyd status servers list add remove rm tools call reload connect-info stdio activity list show follow export summary health completion help h drill session refresh login logout auth status probe help h
+        if contains -- $i up down proxyd status servers list add remove rm tools call reload connect-info stdio activity list show follow export summary health completion help h drill session refresh login logout auth status probe top help h
             return 1
         end
     end
@@ -167,5 +167,12 @@ complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l parallel -s p -r -
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l expect -r -d 'the result `CODE` every target must produce (ok, auth_required, dns_failure, ...); a targets file\'s expect wins'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l fail-on -r -d '`LEVEL` that fails a target: fail, or warn (a step warning fails it too)'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l output -s o -r -d 'output `FORMAT`: table, json, yaml, sarif (SARIF 2.1.0) or junit (JUnit XML)'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'top' -d 'live view of proxyd: calls, errors and latency per server'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l interval -r -d 'refresh every `D`'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l window -r -d 'figures cover the last `D` (at least 30s)'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l plain -d 'print periodic tables even on a terminal'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l count -r -d 'plain mode: stop after `N` tables (0: until interrupted)'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l fault-domain -r -d 'start filtered to `DOMAIN`: upstream, proxy or client'
 complete -c mcpx -n '__fish_seen_subcommand_from help h' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'help h' -d 'Shows a list of commands or help for one command'

@@ -67,6 +67,9 @@ type AuthStatus struct {
 	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
 	NextProactive *time.Time `json:"next_proactive_refresh,omitempty"`
 	Refreshing    bool       `json:"refreshing"`
+	// TokenRequests counts refresh requests sent to the token endpoint
+	// since proxyd registered the server.
+	TokenRequests int64 `json:"token_requests"`
 }
 
 // RefreshDrillRequest is POST /v1/drill/refresh.
