@@ -47,7 +47,7 @@ Examples:
    mcpx activity show 42
    mcpx activity follow --status error
    mcpx activity export --format csv --since 24h > calls.csv
-   mcpx activity summary --since 24h --by error_class`,
+   mcpx activity summary --since 24h --by class`,
 	Flags:  append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
 	Action: runActivityList,
 	Subcommands: []*cli.Command{
@@ -79,8 +79,18 @@ Examples:
 		{
 			Name:  "summary",
 			Usage: "counts and failure rates grouped by server, tool, error class or fault domain",
+			Description: `Counts calls and failures per group; in the table each group also gets
+calls and failures per time bucket over the window as sparklines and a
+latency histogram with p50, p90 and p99 marked (--charts=false: the table
+alone; with -o json or yaml, --charts adds the charts' data to each row).
+
+Examples:
+   mcpx activity summary --since 24h
+   mcpx activity summary --since 1h --by class
+   mcpx activity summary --by domain --server docs -o json --charts`,
 			Flags: append(filterFlags(), outputFlag,
-				&cli.StringFlag{Name: "by", Value: "server", Usage: "server, tool, error_class or fault_domain"}),
+				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by server, tool, class (error class) or domain (fault domain)"},
+				&cli.BoolFlag{Name: "charts", Value: true, Usage: "draw sparklines and latency histograms (table); add their data (json, yaml)"}),
 			Action: runActivitySummary,
 		},
 	},
@@ -349,23 +359,51 @@ func runActivityExport(c *cli.Context) error {
 }
 
 func runActivitySummary(c *cli.Context) error {
-	by := c.String("by")
-	if !slices.Contains([]string{"server", "tool", "error_class", "fault_domain"}, by) {
-		return usageErr("--by %q: use server, tool, error_class or fault_domain", by)
+	by, ok := summaryBy[c.String("by")]
+	if !ok {
+		return usageErr("--by %q: use server, tool, class or domain", c.String("by"))
 	}
-	if _, err := format(c); err != nil {
-		return err
-	}
-	q, err := activityQuery(c, time.Now())
+	f, err := format(c)
 	if err != nil {
 		return err
+	}
+	now := time.Now()
+	q, err := activityQuery(c, now)
+	if err != nil {
+		return err
+	}
+	// The summary and its charts read the same window.
+	if q.Get("until") == "" {
+		q.Set("until", now.UTC().Format(time.RFC3339Nano))
+	}
+	charts := c.Bool("charts")
+	if !c.IsSet("charts") {
+		charts = f == "table"
 	}
 	q.Set("by", by)
 	var rows []activity.SummaryRow
 	if err := newClient(c).Do(c.Context, http.MethodGet, "/v1/activity/summary?"+q.Encode(), nil, &rows); err != nil {
 		return daemonErr(err)
 	}
-	return render(c, rows, func(w io.Writer) error {
+	var withCharts []*summaryRow
+	if charts && len(rows) > 0 {
+		since, _ := time.Parse(time.RFC3339Nano, q.Get("since"))
+		until, _ := time.Parse(time.RFC3339Nano, q.Get("until"))
+		eq := url.Values{}
+		for k, v := range q {
+			if k != "by" {
+				eq[k] = v
+			}
+		}
+		if withCharts, err = summaryCharts(c, eq, by, rows, since, until); err != nil {
+			return err
+		}
+	}
+	var v any = rows
+	if withCharts != nil {
+		v = withCharts
+	}
+	return render(c, v, func(w io.Writer) error {
 		if len(rows) == 0 {
 			fmt.Fprintln(w, "No calls match these filters.")
 			return nil
@@ -374,6 +412,10 @@ func runActivitySummary(c *cli.Context) error {
 		for _, r := range rows {
 			_ = t.Append([]string{dash(r.Key), strconv.Itoa(r.Calls), strconv.Itoa(r.Failed), fmt.Sprintf("%.1f%%", r.FailureRate*100)})
 		}
-		return t.Render()
+		if err := t.Render(); err != nil {
+			return err
+		}
+		printSummaryCharts(w, withCharts)
+		return nil
 	})
 }
