@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"unicode"
 )
 
 // SARIF 2.1.0 (OASIS): the subset mcpx fills.
@@ -108,8 +109,8 @@ func WriteSARIF(w io.Writer, r Run) error {
 		driver.Rules = append(driver.Rules, sarifRule{
 			ID: rule.ID, Name: rule.Name,
 			ShortDescription: sarifMessage{Text: sentence(rule.Short)},
-			FullDescription:  sarifMessage{Text: sentence(rule.Short + ". " + rule.Help)},
-			Help:             sarifMessage{Text: sentence(rule.Help)},
+			FullDescription:  sarifMessage{Text: sentence(sentence(rule.Short) + " " + capitalize(rule.Help))},
+			Help:             sarifMessage{Text: sentence(capitalize(rule.Help))},
 			HelpURI:          InformationURI,
 			// A rule's worst finding sets its default level.
 			DefaultConfiguration: sarifRuleConf{Level: ruleLevel(r, rule.ID)},
@@ -151,6 +152,15 @@ func ruleLevel(r Run, id string) string {
 		}
 	}
 	return lv
+}
+
+// capitalize upper-cases the first letter.
+func capitalize(s string) string {
+	r := []rune(s)
+	if len(r) > 0 {
+		r[0] = unicode.ToUpper(r[0])
+	}
+	return string(r)
 }
 
 // sentence ends text with a period, as SARIF viewers expect of messages.
