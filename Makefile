@@ -49,6 +49,7 @@ bench:
 	$(GO) test -run '^$$' -bench ProbeVsMinimal -benchtime 20x ./probe/
 	$(GO) test -run '^$$' -bench ExpiredTokenThousandCallers -benchtime 20x ./proxyd/oauth/
 	$(GO) test -run '^$$' -bench ForgottenSession100 -benchtime 100x ./proxyd/upstream/
+	$(GO) test -run '^$$' -bench CallOverhead -benchtime 5000x ./proxyd/telemetry/
 
 completions: build
 	$(BIN)/mcpx completion bash > completions/mcpx.bash

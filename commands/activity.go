@@ -29,6 +29,7 @@ func filterFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "status", Usage: "ok or error"},
 		&cli.StringSliceFlag{Name: "error-class", Usage: "network, timeout, http, jsonrpc, tool_error, session_terminated, auth, proxy_policy, proxy_internal, cancelled"},
 		&cli.StringSliceFlag{Name: "fault-domain", Usage: "upstream, proxy or client"},
+		&cli.StringSliceFlag{Name: "replica", Usage: "only calls made by these proxyd `REPLICA`s (when several share the state)"},
 		&cli.StringFlag{Name: "since", Usage: "from `WHEN`: a duration ago (1h, 30m, 7d) or RFC 3339"},
 		&cli.StringFlag{Name: "until", Usage: "up to `WHEN`: a duration ago or RFC 3339"},
 	}
@@ -47,7 +48,8 @@ Examples:
    mcpx activity show 42
    mcpx activity follow --status error
    mcpx activity export --format csv --since 24h > calls.csv
-   mcpx activity summary --since 24h --by class`,
+   mcpx activity summary --since 24h --by class
+   mcpx activity --replica proxyd-0 --status error   # one replica of several`,
 	Flags:  append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
 	Action: runActivityList,
 	Subcommands: []*cli.Command{
@@ -89,7 +91,7 @@ Examples:
    mcpx activity summary --since 1h --by class
    mcpx activity summary --by domain --server docs -o json --charts`,
 			Flags: append(filterFlags(), outputFlag,
-				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by server, tool, class (error class) or domain (fault domain)"},
+				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by server, tool, class (error class), domain (fault domain) or replica"},
 				&cli.BoolFlag{Name: "charts", Value: true, Usage: "draw sparklines and latency histograms (table); add their data (json, yaml)"}),
 			Action: runActivitySummary,
 		},
@@ -109,6 +111,7 @@ func activityQuery(c *cli.Context, now time.Time) (url.Values, error) {
 		{"status", "status", activity.Statuses},
 		{"error-class", "error_class", callerr.Classes},
 		{"fault-domain", "fault_domain", callerr.Domains},
+		{"replica", "replica", nil},
 	}
 	for _, l := range lists {
 		if !c.IsSet(l.flag) {
@@ -265,6 +268,7 @@ func runActivityShow(c *cli.Context) error {
 		}
 		row("request id", r.RequestID)
 		row("client", r.Client)
+		row("replica", r.Replica)
 		row("protocol era", r.ProtocolEra)
 		row("session re-init", yesNo(r.Reinit))
 		row("retried", yesNo(r.Retried))
@@ -335,7 +339,7 @@ func runActivityExport(c *cli.Context) error {
 	var cw *csv.Writer
 	if fmtName == "csv" {
 		cw = csv.NewWriter(w)
-		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error"})
+		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error", "replica"})
 	}
 	cl := newClient(c)
 	err = cl.Stream(c.Context, http.MethodGet, "/v1/activity/export?"+q.Encode(), nil, func(line []byte) error {
@@ -350,7 +354,7 @@ func runActivityExport(c *cli.Context) error {
 		return cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
 			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
-			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error})
+			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica})
 	})
 	if cw != nil {
 		cw.Flush()
@@ -361,7 +365,7 @@ func runActivityExport(c *cli.Context) error {
 func runActivitySummary(c *cli.Context) error {
 	by, ok := summaryBy[c.String("by")]
 	if !ok {
-		return usageErr("--by %q: use server, tool, class or domain", c.String("by"))
+		return usageErr("--by %q: use server, tool, class, domain or replica", c.String("by"))
 	}
 	f, err := format(c)
 	if err != nil {

@@ -19,6 +19,7 @@ var summaryBy = map[string]string{
 	"server": "server", "tool": "tool",
 	"class": "error_class", "error_class": "error_class",
 	"domain": "fault_domain", "fault_domain": "fault_domain",
+	"replica": "replica",
 }
 
 // chartBuckets is the number of time buckets of the summary's sparklines.
@@ -109,6 +110,8 @@ func groupKey(r activity.Record, by string) string {
 		return r.ErrorClass
 	case "fault_domain":
 		return r.FaultDomain
+	case "replica":
+		return r.Replica
 	}
 	return r.Server
 }

@@ -159,3 +159,39 @@ func takesValue(f cli.Flag) bool {
 	}
 	return false
 }
+
+// parseHeaders reads repeatable --header K:V flags (for servers add and
+// probe). A value is usually a credential, so an error names the flag's
+// position, never what was written.
+func parseHeaders(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(flags))
+	for i, h := range flags {
+		k, v, ok := strings.Cut(h, ":")
+		k = strings.TrimSpace(k)
+		if !ok || !isHeaderName(k) {
+			return nil, usageErr("--header #%d is not K:V (a header name, a colon, the value)", i+1)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// isHeaderName: a non-empty RFC 9110 token.
+func isHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

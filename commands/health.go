@@ -22,8 +22,14 @@ Connection, auth and disabled states take precedence.
 
 Examples:
    mcpx health
-   mcpx health docs -o json`,
-	Flags:        []cli.Flag{outputFlag},
+   mcpx health docs -o json
+   mcpx health --replica proxyd-1     # one of several replicas on shared state
+
+With several proxyd replicas on one state database, every live replica's
+view is listed (theirs as published on their last heartbeat, at most 5 s
+old) with a REPLICA column.`,
+	Flags: []cli.Flag{outputFlag,
+		&cli.StringSliceFlag{Name: "replica", Usage: "only these proxyd `REPLICA`s"}},
 	BashComplete: completeServers,
 	Action:       runHealth,
 }
@@ -32,16 +38,32 @@ func runHealth(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	p := "/v1/health"
+	q := url.Values{}
 	if s := c.Args().First(); s != "" {
-		p += "?server=" + url.QueryEscape(s)
+		q.Set("server", s)
+	}
+	for _, r := range api.SplitList(c.StringSlice("replica")) {
+		q.Add("replica", r)
+	}
+	p := "/v1/health"
+	if len(q) > 0 {
+		p += "?" + q.Encode()
 	}
 	var out []api.ServerStatus
 	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
 		return daemonErr(err)
 	}
 	return render(c, out, func(w io.Writer) error {
-		t := newTable(w, "SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY")
+		replicas := map[string]bool{}
+		for _, s := range out {
+			replicas[s.Replica] = true
+		}
+		several := len(replicas) > 1
+		head := []string{"SERVER", "STATE", "CALLS (5M)", "FAILED", "DOMINANT CLASS", "SUMMARY"}
+		if several {
+			head = append([]string{"REPLICA"}, head...)
+		}
+		t := newTable(w, head...)
 		for _, s := range out {
 			h := s.Health
 			if h == nil {
@@ -51,7 +73,11 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			_ = t.Append([]string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), oneLine(summary, 70)})
+			row := []string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), oneLine(summary, 70)}
+			if several {
+				row = append([]string{s.Replica}, row...)
+			}
+			_ = t.Append(row)
 		}
 		return t.Render()
 	})

@@ -18,7 +18,6 @@ import (
 	"github.com/mcpx-dev/mcpx/probe"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
 func init() { extraCommands = append(extraCommands, probeCommand) }
@@ -39,9 +38,12 @@ session, tools), auth (for a protected server: WWW-Authenticate, RFC 9728
 resource metadata, RFC 8414/OpenID metadata, and what a client needs).
 After a hard failure later steps are skipped.
 
-Runs through proxyd when it is up (sharing its discovery cache and stored
-tokens), in-process otherwise; stderr says which. Header values, tokens,
-URL userinfo and token-like query parameters never appear in the output.
+Runs through proxyd when it is up, in-process otherwise; stderr says
+which, and the verdict is the same either way. A configured server named
+as TARGET is resolved by whoever runs the probe: proxyd from the
+configuration it runs with (and with the sign-in token it holds), the
+in-process probe from --config. Header values, tokens, URL userinfo and
+token-like query parameters never appear in the output.
 
 The table draws the steps, and the discovery fetches inside auth, on one
 time axis (--waterfall=false leaves it out; JSON carries the same timings
@@ -139,106 +141,41 @@ func runProbe(c *cli.Context) error {
 	return nil
 }
 
-// probeOptions builds the options from TARGET, the config entry it may
-// name, and the flags (which win).
-func probeOptions(c *cli.Context, target string) (probe.Options, error) {
-	opts := probe.Options{Target: target}
-	if !looksLikeURL(target) {
-		// A mistyped URL may carry credentials: echo only name-like input.
-		shown := "TARGET"
-		if serverNameRE.MatchString(target) {
-			shown = fmt.Sprintf("TARGET %q", target)
-		}
-		cfg, err := config.Load(configPath(c))
-		if err != nil {
-			return opts, exitErr(ExitConfig, fmt.Errorf("%s is not a URL and the config cannot be read: %w", shown, err))
-		}
-		srv, ok := cfg.Server(target)
-		if !ok {
-			return opts, usageErr("%s is neither an absolute http(s) URL nor a configured server (see 'mcpx servers')", shown)
-		}
-		if srv.URL == "" {
-			return opts, usageErr("server %q has no URL (transport %s): probe checks network servers only", target, srv.EffectiveTransport())
-		}
-		opts.ServerName = srv.Name
-		opts.Target = srv.URL
-		opts.Transport = srv.EffectiveTransport()
-		opts.Protocol = srv.EffectiveProtocol()
-		opts.Headers = make(map[string]string, len(srv.Headers))
-		for k, v := range srv.Headers {
-			opts.Headers[k] = v
-		}
-		if srv.TLS != nil {
-			opts.CAFile = srv.TLS.CAFile
-		}
-		if o := srv.OAuth; o != nil {
-			opts.OAuth = discovery.Overrides{
-				AuthorizationEndpoint: o.AuthorizationEndpoint,
-				TokenEndpoint:         o.TokenEndpoint,
-				RegistrationEndpoint:  o.RegistrationEndpoint,
-				AuthServerMetadataURL: o.AuthServerMetadataURL,
-			}
-			opts.OAuthClientID = o.ClientID
-			if opts.OAuthClientID == "" {
-				opts.OAuthClientID = o.ClientMetadataURL
-			}
-			opts.AllowMissingPKCE = o.AllowMissingPKCEMethods
-		}
+// probeRequest builds the request from TARGET and the flags. A configured
+// server is named, not resolved: whoever runs the probe resolves it from
+// its own configuration (proxyd's, or the config file in-process).
+func probeRequest(c *cli.Context, target string) (api.ProbeRequest, error) {
+	var req api.ProbeRequest
+	switch {
+	case looksLikeURL(target):
+		req.Target = strings.TrimSpace(target)
+	case serverNameRE.MatchString(target):
+		req.Server = target
+	default:
+		// A mistyped URL may carry credentials: never echoed.
+		return req, usageErr("TARGET is neither an absolute http(s) URL nor a configured server name (see 'mcpx servers')")
 	}
-	opts.Timeout = c.Duration("timeout")
-	if opts.Timeout <= 0 {
-		return opts, usageErr("--timeout must be positive")
+	timeout := c.Duration("timeout")
+	if timeout <= 0 {
+		return req, usageErr("--timeout must be positive")
 	}
-	opts.Overall = 3 * opts.Timeout
-	for _, h := range c.StringSlice("header") {
-		k, v, ok := strings.Cut(h, ":")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" || strings.ContainsAny(k, " \t") {
-			// never echo the value: it is usually a credential
-			return opts, usageErr("--header wants K:V (a header name, a colon, the value)")
-		}
-		if opts.Headers == nil {
-			opts.Headers = map[string]string{}
-		}
-		opts.Headers[k] = strings.TrimSpace(v)
+	req.TimeoutMS, req.OverallMS = timeout.Milliseconds(), 3*timeout.Milliseconds()
+	headers, err := parseHeaders(c.StringSlice("header"))
+	if err != nil {
+		return req, err
 	}
+	req.Headers = headers
 	if f := c.String("ca-file"); f != "" {
-		opts.CAFile = f
-	}
-	if opts.CAFile != "" {
-		abs, err := filepath.Abs(opts.CAFile)
-		if err == nil {
-			opts.CAFile = abs // proxyd resolves paths from its own directory
+		req.CAFile = f
+		if abs, err := filepath.Abs(f); err == nil {
+			req.CAFile = abs // proxyd resolves paths from its own directory
 		}
 	}
-	if t := c.String("transport"); t != "" {
-		opts.Transport = t
+	req.Transport, req.Protocol = c.String("transport"), c.String("protocol")
+	if err := probe.CheckRequest(req); err != nil {
+		return req, usageErr("--%v", err)
 	}
-	if p := c.String("protocol"); p != "" {
-		opts.Protocol = p
-	}
-	if err := validateProbeOptions(opts); err != nil {
-		return opts, exitErr(ExitUsage, err)
-	}
-	return opts, nil
-}
-
-// validateProbeOptions checks the choices a user can get wrong.
-func validateProbeOptions(opts probe.Options) error {
-	switch opts.Transport {
-	case "", probe.TransportStreamableHTTP, probe.TransportSSE:
-	default:
-		return fmt.Errorf("--transport must be streamable-http or sse, not %q", opts.Transport)
-	}
-	switch opts.Protocol {
-	case "", probe.ProtocolAuto, probe.ProtocolLegacy, probe.ProtocolModern:
-	default:
-		return fmt.Errorf("--protocol must be auto, legacy or modern, not %q", opts.Protocol)
-	}
-	if !looksLikeURL(opts.Target) {
-		return fmt.Errorf("the target must be an absolute http:// or https:// URL")
-	}
-	return nil
+	return req, nil
 }
 
 var serverNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -250,38 +187,58 @@ func looksLikeURL(s string) bool {
 }
 
 // runProbeSomewhere asks proxyd, and probes in-process when proxyd is not
-// running or does not serve probes. The note says which, for stderr.
-func runProbeSomewhere(c *cli.Context, opts probe.Options) (*probe.Report, string) {
+// running or does not serve probes. The note says which, for stderr. A
+// request proxyd refuses (an unknown server) is a usage error: its
+// configuration is the one that counts while it runs.
+func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, string, error) {
 	cl := newClient(c)
-	cl.Timeout = opts.Overall + 5*time.Second
+	cl.Timeout = time.Duration(req.OverallMS)*time.Millisecond + 5*time.Second
 	ctx, cancel := context.WithTimeout(c.Context, cl.Timeout)
 	defer cancel()
-	var rep probe.Report
-	err := cl.Do(ctx, http.MethodPost, "/v1/probe", probe.NewRequest(opts), &rep)
+	rep, err := cl.Probe(ctx, req)
 	if err == nil && rep.Result.Code != "" {
 		if rep.Mode == "" {
 			rep.Mode = probe.ModeProxyd
 		}
-		return &rep, "probe: ran through proxyd"
+		return rep, "probe: ran through proxyd", nil
 	}
 	var why string
 	var apiErr *api.Error
 	switch {
 	case api.IsNotRunning(err):
 		why = "proxyd is not running"
-	case errors.As(err, &apiErr) && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusMethodNotAllowed):
+	case api.IsCode(err, api.CodeNoRoute) || (errors.As(err, &apiErr) && apiErr.Status == http.StatusMethodNotAllowed):
 		why = "this proxyd does not serve probes"
+	case api.IsCode(err, api.CodeNotFound) || api.IsCode(err, api.CodeBadRequest):
+		return nil, "", usageErr("%s", apiErr.Message)
 	case err == nil:
 		why = "proxyd returned an empty report"
 	default:
 		why = "proxyd could not run it"
 	}
-	r := probe.Run(c.Context, opts)
+	var cfgErr error
+	opts, err := probe.NewOptions(req, func(name string) (*config.Server, bool) {
+		cfg, err := config.Load(configPath(c))
+		if err != nil {
+			cfgErr = exitErr(ExitConfig, fmt.Errorf("TARGET %q is not a URL and the config cannot be read: %w", name, err))
+			return nil, false
+		}
+		return cfg.Server(name)
+	})
+	var unknown *probe.UnknownServerError
+	switch {
+	case cfgErr != nil:
+		return nil, "", cfgErr
+	case errors.As(err, &unknown):
+		return nil, "", usageErr("TARGET %q is neither an absolute http(s) URL nor a configured server (see 'mcpx servers')", unknown.Name)
+	case err != nil:
+		return nil, "", usageErr("%v", err)
+	}
 	note := "probe: ran in-process (" + why + ")"
-	if opts.ServerName != "" {
+	if req.Server != "" {
 		note += "; a stored sign-in token is used only through proxyd"
 	}
-	return r, note
+	return probe.Run(c.Context, opts), note, nil
 }
 
 // probeTable prints one line per step, then the verdict and the hint.

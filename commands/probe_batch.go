@@ -36,7 +36,11 @@ func runProbeBatch(c *cli.Context, targets []probeTarget) (*probe.Batch, error) 
 	g.SetLimit(par)
 	for i, t := range targets {
 		g.Go(func() error {
-			rep, note := runProbeSomewhere(c, t.Opts)
+			rep, note, err := runProbeSomewhere(c, t.Req)
+			if err != nil {
+				// Not a probe's finding: a target nobody can resolve.
+				return err
+			}
 			notes[i] = note
 			bt := probe.BatchTarget{Name: t.Name, Expect: t.Expect, Report: rep}
 			bt.Passed, bt.Why = judge(rep, t.Expect, failOn, c.Bool("require-auth-ok"))
@@ -44,7 +48,9 @@ func runProbeBatch(c *cli.Context, targets []probeTarget) (*probe.Batch, error) 
 			return nil
 		})
 	}
-	_ = g.Wait() // the probes report every problem in their reports
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
 	slices.Sort(notes)
 	for _, n := range slices.Compact(notes) {
 		errorf(c, "%s\n", n)

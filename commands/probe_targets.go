@@ -14,13 +14,14 @@ import (
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/internal/secretref"
 	"github.com/mcpx-dev/mcpx/probe"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 // probeTarget is one endpoint to probe and what its result should be.
 type probeTarget struct {
 	Name   string // a server name, the name given in the file, or the URL
-	Opts   probe.Options
+	Req    api.ProbeRequest
 	Expect string // a probe result code; "" means ok or auth_required
 }
 
@@ -73,11 +74,11 @@ func probeTargets(c *cli.Context) ([]probeTarget, error) {
 	}
 	var out []probeTarget
 	for _, arg := range c.Args().Slice() {
-		opts, err := probeOptions(c, arg)
+		req, err := probeRequest(c, arg)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, probeTarget{Name: targetName(opts), Opts: opts, Expect: expect})
+		out = append(out, probeTarget{Name: targetName(req), Req: req, Expect: expect})
 	}
 	if c.Bool("all") {
 		cfg, err := config.Load(configPath(c))
@@ -90,11 +91,11 @@ func probeTargets(c *cli.Context) ([]probeTarget, error) {
 				errorf(c, "probe: skipping %s: transport %s has no URL to probe\n", s.Name, s.EffectiveTransport())
 				continue
 			}
-			opts, err := probeOptions(c, s.Name)
+			req, err := probeRequest(c, s.Name)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, probeTarget{Name: s.Name, Opts: opts, Expect: expect})
+			out = append(out, probeTarget{Name: s.Name, Req: req, Expect: expect})
 			n++
 		}
 		if n == 0 {
@@ -119,11 +120,11 @@ func probeTargets(c *cli.Context) ([]probeTarget, error) {
 
 // targetName is how a target is called in summaries: its server name, or
 // its (redacted) URL.
-func targetName(o probe.Options) string {
-	if o.ServerName != "" {
-		return o.ServerName
+func targetName(r api.ProbeRequest) string {
+	if r.Server != "" {
+		return r.Server
 	}
-	return redact.URL(o.Target)
+	return redact.URL(r.Target)
 }
 
 // fileTargets reads a targets file. Header values may be ${env:NAME} or
@@ -154,7 +155,7 @@ func fileTargets(c *cli.Context, path, expect string) ([]probeTarget, error) {
 		} else if !looksLikeURL(arg) {
 			return nil, usageErr("%s: url must be an absolute http:// or https:// URL", where)
 		}
-		opts, err := probeOptions(c, arg)
+		req, err := probeRequest(c, arg)
 		if err != nil {
 			return nil, err
 		}
@@ -166,36 +167,36 @@ func fileTargets(c *cli.Context, path, expect string) ([]probeTarget, error) {
 			if err != nil {
 				return nil, usageErr("%s: header %s: %v", where, k, err)
 			}
-			if opts.Headers == nil {
-				opts.Headers = map[string]string{}
+			if req.Headers == nil {
+				req.Headers = map[string]string{}
 			}
-			opts.Headers[k] = val
+			req.Headers[k] = val
 		}
 		if ft.CAFile != "" {
 			p := ft.CAFile
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(dir, p)
 			}
-			if opts.CAFile, err = filepath.Abs(p); err != nil {
+			if req.CAFile, err = filepath.Abs(p); err != nil {
 				return nil, usageErr("%s: ca_file: %v", where, err)
 			}
 		}
 		if ft.Transport != "" {
-			opts.Transport = ft.Transport
+			req.Transport = ft.Transport
 		}
 		if ft.Protocol != "" {
-			opts.Protocol = ft.Protocol
+			req.Protocol = ft.Protocol
 		}
 		if ft.Timeout > 0 {
-			opts.Timeout = time.Duration(ft.Timeout)
-			opts.Overall = 3 * opts.Timeout
+			req.TimeoutMS = time.Duration(ft.Timeout).Milliseconds()
+			req.OverallMS = 3 * req.TimeoutMS
 		}
-		if err := validateProbeOptions(opts); err != nil {
+		if err := probe.CheckRequest(req); err != nil {
 			return nil, usageErr("%s: %v", where, err)
 		}
-		t := probeTarget{Name: ft.Name, Opts: opts, Expect: expect}
+		t := probeTarget{Name: ft.Name, Req: req, Expect: expect}
 		if t.Name == "" {
-			t.Name = targetName(opts)
+			t.Name = targetName(req)
 		}
 		if ft.Expect != "" {
 			if err := checkExpect(where, ft.Expect); err != nil {

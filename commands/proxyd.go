@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/proxyd"
+	"github.com/mcpx-dev/mcpx/proxyd/replica"
 )
 
 var proxydCommand = &cli.Command{
@@ -31,6 +32,7 @@ Examples:
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+		&cli.StringFlag{Name: "replica", EnvVars: []string{replica.EnvID}, Usage: "this proxyd's `ID` among replicas sharing one state database (default: the host name)"},
 	},
 	Action: runProxyd,
 }
@@ -54,6 +56,7 @@ func runProxyd(c *cli.Context) error {
 		StateDir:   stateDir(c),
 		Version:    Version,
 		Logger:     slog.New(h),
+		Replica:    c.String("replica"),
 	})
 	var running *proxyd.AlreadyRunningError
 	if errors.As(err, &running) {

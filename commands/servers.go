@@ -132,16 +132,11 @@ func runServersAdd(c *cli.Context) error {
 	} else {
 		s.Command, s.Args = args[1], args[2:]
 	}
-	for _, h := range c.StringSlice("header") {
-		k, v, ok := strings.Cut(h, ":")
-		if !ok {
-			return usageErr("--header %q is not K:V", h)
-		}
-		if s.Headers == nil {
-			s.Headers = map[string]string{}
-		}
-		s.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	headers, err := parseHeaders(c.StringSlice("header"))
+	if err != nil {
+		return err
 	}
+	s.Headers = headers
 	for _, e := range c.StringSlice("env") {
 		k, v, ok := strings.Cut(e, "=")
 		if !ok {

@@ -41,6 +41,9 @@ func runStatus(c *cli.Context) error {
 	return render(c, st, func(w io.Writer) error {
 		fmt.Fprintf(w, "proxyd %s (pid %d), up %s\n", st.Version, st.PID, humanDuration(time.Duration(st.UptimeSeconds*float64(time.Second))))
 		fmt.Fprintf(w, "  socket:       %s\n  MCP endpoint: %s\n  config:       %s\n", st.Socket, st.MCPURL, st.ConfigPath)
+		if strings.HasPrefix(st.StateDB, "postgres:") {
+			fmt.Fprintf(w, "  state:        %s (replica %s)\n", st.StateDB, st.Replica)
+		}
 		if st.ConfigError != "" {
 			fmt.Fprintf(w, "  config error: %s (running configuration kept)\n", st.ConfigError)
 		}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"maps"
 	"net"
 	"net/http"
@@ -52,7 +53,7 @@ func runMain(m *testing.M) int {
 	if dir := os.Getenv("MCPX_E2E_BINDIR"); dir != "" {
 		mcpxBin = filepath.Join(dir, "mcpx")
 		fixturesBin = filepath.Join(dir, "mcpx-fixtures")
-		return m.Run()
+		return pgtest.Main(m)
 	}
 	dir, err := os.MkdirTemp("", "mcpx-e2e-bin-")
 	if err != nil {
@@ -68,7 +69,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	return pgtest.Main(m)
 }
 
 // goBuild builds pkg of this module into out.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,44 +10,94 @@ import (
 	"github.com/mcpx-dev/mcpx/probe"
 )
 
-// TestProbeEveryFixtureThroughBinary runs `mcpx probe URL -o json` against
-// every loopback failure server and checks the verdict, the exit code and
-// that a canary header value never appears in any output.
+// TestProbeEveryFixtureThroughBinary runs `mcpx probe -o json` against
+// every loopback failure server four ways: by URL with --ca-file and by
+// configured name (whose tls.ca_file applies), each in-process and through
+// proxyd. All four must give the fixture's verdict and exit code, and a
+// canary header value never appears in any output.
 func TestProbeEveryFixtureThroughBinary(t *testing.T) {
 	const canary = "canary-header-value-7f3a"
 	e := newEnv(t)
+	fixtures := map[string]*tlsfixtures.Fixture{}
+	var cfg strings.Builder
+	cfg.WriteString("listen: 127.0.0.1:0\nservers:\n")
 	for _, kind := range tlsfixtures.Kinds {
-		want := tlsfixtures.Expected[kind]
 		f, err := tlsfixtures.Start(kind)
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
 		}
-		args := []string{"probe", f.URL, "--timeout", "2s", "--header", "X-Api-Key: " + canary, "-o", "json"}
+		t.Cleanup(f.Close)
+		fixtures[kind] = f
+		// Disabled: proxyd does not connect to them, the probe still resolves them.
+		fmt.Fprintf(&cfg, "  - name: %s\n    url: %s\n    disabled: true\n    headers: {X-Api-Key: %s}\n", kind, f.URL, canary)
 		if f.CAFile != "" {
-			args = append(args, "--ca-file", f.CAFile)
+			fmt.Fprintf(&cfg, "    tls: {ca_file: %s}\n", f.CAFile)
 		}
-		r := e.run(args...)
-		f.Close()
+	}
+	e.writeConfig(cfg.String())
+
+	type outcome struct {
+		code, reason string
+		status, exit int
+	}
+	probeOnce := func(kind, how string, args ...string) (outcome, bool) {
+		r := e.run(append([]string{"probe", "--timeout", "2s", "-o", "json"}, args...)...)
 		var rep probe.Report
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-			t.Errorf("%s: decoding the report: %v\n%s", kind, err, r)
-			continue
-		}
-		if rep.Result.Code != want.Code || rep.Result.Reason != want.Reason || rep.Result.HTTPStatus != want.HTTPStatus {
-			t.Errorf("%s: result %s/%s/%d, want %s/%s/%d\n%s", kind, rep.Result.Code, rep.Result.Reason, rep.Result.HTTPStatus,
-				want.Code, want.Reason, want.HTTPStatus, r.stdout)
+			t.Errorf("%s %s: decoding the report: %v\n%s", kind, how, err, r)
+			return outcome{}, false
 		}
 		if rep.Result.Hint == "" {
-			t.Errorf("%s: no hint", kind)
-		}
-		if got, wantCode := r.code, probe.ExitCode(want.Code); got != wantCode {
-			t.Errorf("%s: exit %d, want %d", kind, got, wantCode)
-		}
-		if strings.Contains(r.stdout+r.stderr, canary) {
-			t.Errorf("%s: the header value leaked into the output", kind)
+			t.Errorf("%s %s: no hint", kind, how)
 		}
 		if len(rep.Steps) != 6 {
-			t.Errorf("%s: %d steps, want dns tcp tls http mcp auth", kind, len(rep.Steps))
+			t.Errorf("%s %s: %d steps, want dns tcp tls http mcp auth", kind, how, len(rep.Steps))
+		}
+		if strings.Contains(r.stdout+r.stderr, canary) {
+			t.Errorf("%s %s: the header value leaked into the output", kind, how)
+		}
+		wantMode, wantNote := probe.ModeInProcess, "ran in-process (proxyd is not running)"
+		if strings.HasSuffix(how, "through proxyd") {
+			wantMode, wantNote = probe.ModeProxyd, "ran through proxyd"
+		}
+		if rep.Mode != wantMode || !strings.Contains(r.stderr, wantNote) {
+			t.Errorf("%s %s: mode %q, stderr %q", kind, how, rep.Mode, r.stderr)
+		}
+		return outcome{rep.Result.Code, rep.Result.Reason, rep.Result.HTTPStatus, r.code}, true
+	}
+	byURL := func(kind string) []string {
+		args := []string{fixtures[kind].URL, "--header", "X-Api-Key: " + canary}
+		if ca := fixtures[kind].CAFile; ca != "" {
+			args = append(args, "--ca-file", ca)
+		}
+		return args
+	}
+	got := map[string]map[string]outcome{}
+	record := func(kind, how string, args ...string) {
+		if o, ok := probeOnce(kind, how, args...); ok {
+			if got[kind] == nil {
+				got[kind] = map[string]outcome{}
+			}
+			got[kind][how] = o
+		}
+	}
+	for _, kind := range tlsfixtures.Kinds {
+		record(kind, "by URL in-process", byURL(kind)...)
+		record(kind, "by name in-process", kind)
+	}
+	e.startProxyd()
+	for _, kind := range tlsfixtures.Kinds {
+		record(kind, "by URL through proxyd", byURL(kind)...)
+		record(kind, "by name through proxyd", kind)
+	}
+	for _, kind := range tlsfixtures.Kinds {
+		x := tlsfixtures.Expected[kind]
+		want := outcome{x.Code, x.Reason, x.HTTPStatus, probe.ExitCode(x.Code)}
+		for how, o := range got[kind] {
+			if o != want {
+				t.Errorf("%s %s: %s/%s/%d exit %d, want %s/%s/%d exit %d", kind, how,
+					o.code, o.reason, o.status, o.exit, want.code, want.reason, want.status, want.exit)
+			}
 		}
 	}
 }

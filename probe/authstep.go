@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // authFacts is the data of the auth step.
@@ -25,7 +25,6 @@ type authFacts struct {
 	Lint                  []discovery.Finding `json:"lint,omitempty"`
 	Warnings              []string            `json:"warnings,omitempty"`
 	Scopes                []string            `json:"scopes,omitempty"`
-	Cached                bool                `json:"cached,omitempty"`
 	BrokenStep            string              `json:"broken_step,omitempty"`
 }
 
@@ -61,12 +60,10 @@ type challengeFacts struct {
 	ParseError       string `json:"parse_error,omitempty"`
 }
 
+// discoverer is private to the probe and caches nothing: discovery runs on
+// the probe's own transport (its CA file applies to metadata fetches too)
+// and fresh, wherever the probe runs.
 func (r *runner) discoverer() *discovery.Discoverer {
-	if r.opts.Discoverer != nil {
-		return r.opts.Discoverer
-	}
-	// A private discoverer on the probe's own transport, so that the CA
-	// file applies to metadata fetches too.
 	base := r.client.Transport.(*recorder).base
 	return discovery.New(discovery.NewHTTPClient(base, r.opts.Timeout), discovery.WithTTL(0, 0))
 }
@@ -96,7 +93,7 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	res, err := r.discoverer().Discover(sctx, sanitizeURL(r.target), ch, r.opts.OAuth, nil)
+	res, err := r.discoverer().DiscoverServer(sctx, sanitizeURL(r.target), ch, r.opts.OAuth, nil)
 	if err != nil {
 		var de *discovery.Error
 		if errors.As(err, &de) {
@@ -135,7 +132,6 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	facts.Attempts = r.timedAttempts(res.Attempts, res.Cached)
 	facts.Warnings = res.Warnings
 	facts.Scopes = res.Scopes
-	facts.Cached = res.Cached
 	if md := res.Metadata; md != nil {
 		facts.Issuer = md.Issuer
 		facts.Endpoints = map[string]string{}
@@ -194,9 +190,6 @@ func (r *runner) authStep(ctx context.Context, e401 *exchange) {
 	detail := challengeSummary(facts.Challenge) + "resource metadata ok; authorization server " + orNone(issuer)
 	if res.ResourceMetadataURL == "" {
 		detail = challengeSummary(facts.Challenge) + "no resource metadata; authorization server " + orNone(issuer)
-	}
-	if res.Cached {
-		detail += ", from proxyd's discovery cache"
 	}
 	if len(res.Overridden) > 0 {
 		detail += "; overridden by config: " + strings.Join(res.Overridden, ", ")

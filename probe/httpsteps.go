@@ -6,293 +6,20 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpx-dev/mcpx/internal/httppolicy"
-	"github.com/mcpx-dev/mcpx/internal/redact"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
-
-// clientVersion is what the probe announces as its MCP client version.
-const clientVersion = "probe"
-
-// exchange is one HTTP request/response seen by the probe.
-type exchange struct {
-	Method      string  `json:"method"`
-	RPC         string  `json:"rpc,omitempty"`
-	URL         string  `json:"url"`
-	Status      int     `json:"status,omitempty"`
-	Proto       string  `json:"proto,omitempty"`
-	ContentType string  `json:"content_type,omitempty"`
-	Server      string  `json:"server,omitempty"`
-	Location    string  `json:"location,omitempty"`
-	SessionID   bool    `json:"session_id,omitempty"`
-	DurationMS  float64 `json:"duration_ms"`
-	Error       string  `json:"error,omitempty"`
-
-	err     error
-	wwwAuth []string
-	body    *snippet
-	start   time.Time
-}
-
-// snippet keeps the first bytes of a body as the client reads it.
-type snippet struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-const snippetMax = 1024
-
-func (s *snippet) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
-type teeBody struct {
-	io.ReadCloser
-	s *snippet
-}
-
-func (t teeBody) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	if n > 0 {
-		t.s.mu.Lock()
-		if room := snippetMax - t.s.buf.Len(); room > 0 {
-			t.s.buf.Write(p[:min(n, room)])
-		}
-		t.s.mu.Unlock()
-	}
-	return n, err
-}
-
-// redirectHop is a redirect the client was offered.
-type redirectHop struct {
-	Status  int    `json:"status"`
-	From    string `json:"from"`
-	To      string `json:"to"`
-	Refused string `json:"refused,omitempty"`
-}
-
-// recorder is the outermost RoundTripper of the probe's HTTP client: it
-// records every exchange so that statuses survive the MCP library, which
-// flattens them into text.
-type recorder struct {
-	base      http.RoundTripper
-	mu        sync.Mutex
-	exchanges []*exchange
-	redirects []redirectHop
-}
-
-func (rc *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	e := &exchange{Method: req.Method, URL: redact.URL(req.URL.String()), start: time.Now(), body: &snippet{}}
-	if req.GetBody != nil {
-		if b, err := req.GetBody(); err == nil {
-			var m struct {
-				Method string `json:"method"`
-			}
-			if json.NewDecoder(io.LimitReader(b, 1<<16)).Decode(&m) == nil {
-				e.RPC = m.Method
-			}
-			b.Close()
-		}
-	}
-	rc.mu.Lock()
-	rc.exchanges = append(rc.exchanges, e)
-	rc.mu.Unlock()
-
-	resp, err := rc.base.RoundTrip(req)
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	e.DurationMS = ms(time.Since(e.start))
-	if err != nil {
-		e.err = err
-		e.Error = err.Error()
-		return nil, err
-	}
-	e.Status = resp.StatusCode
-	e.Proto = resp.Proto
-	e.ContentType = resp.Header.Get("Content-Type")
-	e.Server = resp.Header.Get("Server")
-	e.SessionID = resp.Header.Get("Mcp-Session-Id") != ""
-	e.wwwAuth = resp.Header.Values("WWW-Authenticate")
-	if loc := resp.Header.Get("Location"); loc != "" {
-		if lu, perr := req.URL.Parse(loc); perr == nil {
-			e.Location = redact.URL(lu.String())
-		}
-	}
-	if !isRPCContent(e.ContentType) {
-		// The MCP library may close such a body unread; keep its start
-		// for the report.
-		head := make([]byte, snippetMax)
-		n, _ := io.ReadFull(resp.Body, head)
-		e.body.buf.Write(head[:n])
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(head[:n]), resp.Body), resp.Body}
-		return resp, nil
-	}
-	resp.Body = teeBody{ReadCloser: resp.Body, s: e.body}
-	return resp, nil
-}
-
-// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
-// transport.
-func (rc *recorder) CloseIdleConnections() {
-	if ci, ok := rc.base.(interface{ CloseIdleConnections() }); ok {
-		ci.CloseIdleConnections()
-	}
-}
-
-func (rc *recorder) snapshot() ([]*exchange, []redirectHop) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	out := make([]*exchange, len(rc.exchanges))
-	copy(out, rc.exchanges)
-	return out, append([]redirectHop(nil), rc.redirects...)
-}
-
-// checkRedirect records each hop and follows it when httppolicy.Redirect
-// does (the policy proxyd's upstream client follows); a refused hop ends
-// the request with the redirect as its response.
-func (rc *recorder) checkRedirect(req *http.Request, via []*http.Request) error {
-	prev := via[len(via)-1]
-	hop := redirectHop{From: redact.URL(prev.URL.String()), To: redact.URL(req.URL.String())}
-	if req.Response != nil {
-		hop.Status = req.Response.StatusCode
-	}
-	if err := (httppolicy.Redirect{}).Check(req, via); err != nil {
-		hop.Refused = strings.TrimPrefix(err.Error(), httppolicy.ErrRedirectRefused.Error()+": ")
-	}
-	rc.mu.Lock()
-	rc.redirects = append(rc.redirects, hop)
-	rc.mu.Unlock()
-	if hop.Refused != "" {
-		return http.ErrUseLastResponse
-	}
-	return nil
-}
-
-// buildClient returns the probe's HTTP client. Its first connection is the
-// one the tcp and tls steps established, so the probe does not connect
-// twice.
-func (r *runner) buildClient() {
-	var handed atomic.Bool
-	targetAddr := r.hostPort()
-	takeConn := func(scheme, addr string) net.Conn {
-		if scheme != r.target.Scheme || addr != targetAddr {
-			return nil
-		}
-		if r.conn != nil && handed.CompareAndSwap(false, true) {
-			c := r.conn
-			r.conn = nil
-			return c
-		}
-		return nil
-	}
-	dialer := &net.Dialer{Timeout: r.opts.Timeout}
-	tr := &http.Transport{
-		Proxy:                 nil, // the probe measures the direct path
-		ForceAttemptHTTP2:     true,
-		TLSHandshakeTimeout:   r.opts.Timeout,
-		ResponseHeaderTimeout: r.opts.Timeout,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       30 * time.Second,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if c := takeConn("http", addr); c != nil {
-				return c, nil
-			}
-			return dialer.DialContext(ctx, network, addr)
-		},
-	}
-	// An http:// target may still point discovery at https URLs: they get
-	// the same trust store and CA file, loaded on first use.
-	var (
-		poolOnce sync.Once
-		lazy     *tls.Config
-	)
-	tlsConfig := func() *tls.Config {
-		if r.tlsConfig != nil {
-			return r.tlsConfig.Clone()
-		}
-		poolOnce.Do(func() {
-			lazy = &tls.Config{NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
-			if pool, err := rootPool(r.opts.CAFile); err == nil {
-				lazy.RootCAs = pool
-			}
-		})
-		return lazy.Clone()
-	}
-	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if c := takeConn("https", addr); c != nil {
-			return c, nil
-		}
-		cfg := tlsConfig()
-		if h, _, err := net.SplitHostPort(addr); err == nil {
-			cfg.ServerName = h
-		}
-		d := &tls.Dialer{NetDialer: dialer, Config: cfg}
-		return d.DialContext(ctx, network, addr)
-	}
-	r.rec = &recorder{base: tr}
-	r.client = &http.Client{Transport: r.rec, CheckRedirect: r.rec.checkRedirect}
-}
-
-// requestHeaders are the configured headers plus the stored token.
-func (r *runner) requestHeaders() map[string]string {
-	h := make(map[string]string, len(r.opts.Headers)+1)
-	hasAuth := false
-	for k, v := range r.opts.Headers {
-		h[k] = v
-		if strings.EqualFold(k, "Authorization") {
-			hasAuth = true
-		}
-	}
-	if r.opts.BearerToken != "" && !hasAuth {
-		h["Authorization"] = "Bearer " + r.opts.BearerToken
-	}
-	return h
-}
-
-func (r *runner) newMCPClient() (*client.Client, error) {
-	headers := r.requestHeaders()
-	var tr transport.Interface
-	var err error
-	switch r.opts.Transport {
-	case TransportSSE:
-		tr, err = transport.NewSSE(r.target.String(), transport.WithHTTPClient(r.client), transport.WithHeaders(headers),
-			transport.WithResponseTimeout(r.opts.Timeout), transport.WithEndpointTimeout(r.opts.Timeout))
-	default:
-		tr, err = transport.NewStreamableHTTP(r.target.String(), transport.WithHTTPBasicClient(r.client), transport.WithHTTPHeaders(headers))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("create %s transport: %w", r.opts.Transport, err)
-	}
-	opts := []client.ClientOption{client.WithDiscoverTimeout(r.opts.Timeout)}
-	if r.opts.Protocol == ProtocolLegacy {
-		opts = append(opts, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	}
-	return client.NewClient(tr, opts...), nil
-}
 
 // mcpFacts is the data of the mcp step.
 type mcpFacts struct {
@@ -433,15 +160,6 @@ func (r *runner) httpAndMCPSteps(ctx context.Context) {
 	r.setResult(Result{Code: CodeOK,
 		Message: fmt.Sprintf("MCP endpoint answered: %s %s, protocol %s", facts.ServerName, facts.ServerVersion, facts.ProtocolVersion),
 		Hint:    hint})
-}
-
-func hasHeader(h map[string]string, name string) bool {
-	for k := range h {
-		if strings.EqualFold(k, name) {
-			return true
-		}
-	}
-	return false
 }
 
 // firstResponse is the first exchange that is not a followed redirect.
@@ -760,12 +478,4 @@ func (r *runner) unknownSessionCheck(ctx context.Context, version string) (strin
 	default:
 		return fmt.Sprintf("an unknown session id gets HTTP %d (404 expected)", resp.StatusCode), resp.StatusCode < 400
 	}
-}
-
-// sanitizeURL drops userinfo and fragment for URLs handed to discovery.
-func sanitizeURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	c.Fragment = ""
-	return c.String()
 }

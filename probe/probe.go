@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // Step ids, in report order.
@@ -68,8 +69,7 @@ type Options struct {
 	Timeout     time.Duration     // per step (default 10s)
 	Overall     time.Duration     // whole probe (default 3x Timeout)
 	OAuth       discovery.Overrides
-	BearerToken string                // stored access token; never printed
-	Discoverer  *discovery.Discoverer // optional shared discovery cache
+	BearerToken string // stored access token; never printed
 	// ServerName is the configured name of the target, if any; hints use
 	// it to name the next command.
 	ServerName string
@@ -82,114 +82,12 @@ type Options struct {
 	AllowMissingPKCE bool
 }
 
-// Report is the outcome of a probe.
-type Report struct {
-	Target string `json:"target"`
-	Mode   string `json:"mode"` // "proxyd" or "in-process"
-	Steps  []Step `json:"steps"`
-	Result Result `json:"result"`
-}
-
-// Step is one check of the probe.
-type Step struct {
-	ID         string  `json:"id"`     // dns tcp tls http mcp auth
-	Status     string  `json:"status"` // ok warn fail skip
-	DurationMS float64 `json:"duration_ms"`
-	// StartMS is when the step began, from the start of the probe: the
-	// steps' common time axis (absent for skipped steps).
-	StartMS float64 `json:"start_ms,omitempty"`
-	Detail  string  `json:"detail"`
-	Data    any     `json:"data,omitempty"`
-}
-
-// Result is the verdict of a probe.
-type Result struct {
-	Code       string `json:"code"`
-	Message    string `json:"message"`
-	Hint       string `json:"hint"`
-	Reason     string `json:"reason,omitempty"`
-	HTTPStatus int    `json:"http_status,omitempty"`
-}
-
-// Request is the JSON body of proxyd's POST /v1/probe. Server, when set,
-// names a configured server whose settings (and stored token) the daemon
-// applies before the explicit fields here.
-type Request struct {
-	Target    string            `json:"target"`
-	Server    string            `json:"server,omitempty"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	CAFile    string            `json:"ca_file,omitempty"`
-	Transport string            `json:"transport,omitempty"`
-	Protocol  string            `json:"protocol,omitempty"`
-	TimeoutMS int64             `json:"timeout_ms,omitempty"`
-	OverallMS int64             `json:"overall_ms,omitempty"`
-	OAuth     *RequestOverrides `json:"oauth,omitempty"`
-	// OAuthClientID and AllowMissingPKCE carry the matching config keys.
-	OAuthClientID    string `json:"oauth_client_id,omitempty"`
-	AllowMissingPKCE bool   `json:"allow_missing_pkce,omitempty"`
-}
-
-// RequestOverrides carries discovery.Overrides over JSON.
-type RequestOverrides struct {
-	AuthorizationEndpoint string `json:"authorization_endpoint,omitempty"`
-	TokenEndpoint         string `json:"token_endpoint,omitempty"`
-	RegistrationEndpoint  string `json:"registration_endpoint,omitempty"`
-	AuthServerMetadataURL string `json:"auth_server_metadata_url,omitempty"`
-}
-
-// Options converts the request; the daemon adds the bearer token and its
-// Discoverer.
-func (r Request) Options() Options {
-	o := Options{
-		Target:     r.Target,
-		Headers:    r.Headers,
-		CAFile:     r.CAFile,
-		Transport:  r.Transport,
-		Protocol:   r.Protocol,
-		Timeout:    time.Duration(r.TimeoutMS) * time.Millisecond,
-		Overall:    time.Duration(r.OverallMS) * time.Millisecond,
-		ServerName: r.Server,
-
-		OAuthClientID:    r.OAuthClientID,
-		AllowMissingPKCE: r.AllowMissingPKCE,
-	}
-	if r.OAuth != nil {
-		o.OAuth = discovery.Overrides{
-			AuthorizationEndpoint: r.OAuth.AuthorizationEndpoint,
-			TokenEndpoint:         r.OAuth.TokenEndpoint,
-			RegistrationEndpoint:  r.OAuth.RegistrationEndpoint,
-			AuthServerMetadataURL: r.OAuth.AuthServerMetadataURL,
-		}
-	}
-	return o
-}
-
-// NewRequest is the inverse of Request.Options for the fields that travel
-// over the socket (never the bearer token).
-func NewRequest(o Options) Request {
-	r := Request{
-		Target:    o.Target,
-		Server:    o.ServerName,
-		Headers:   o.Headers,
-		CAFile:    o.CAFile,
-		Transport: o.Transport,
-		Protocol:  o.Protocol,
-		TimeoutMS: o.Timeout.Milliseconds(),
-		OverallMS: o.Overall.Milliseconds(),
-
-		OAuthClientID:    o.OAuthClientID,
-		AllowMissingPKCE: o.AllowMissingPKCE,
-	}
-	if o.OAuth != (discovery.Overrides{}) {
-		r.OAuth = &RequestOverrides{
-			AuthorizationEndpoint: o.OAuth.AuthorizationEndpoint,
-			TokenEndpoint:         o.OAuth.TokenEndpoint,
-			RegistrationEndpoint:  o.OAuth.RegistrationEndpoint,
-			AuthServerMetadataURL: o.OAuth.AuthServerMetadataURL,
-		}
-	}
-	return r
-}
+// Report is the outcome of a probe; its wire shape is api.ProbeReport.
+type (
+	Report = api.ProbeReport
+	Step   = api.ProbeStep
+	Result = api.ProbeResult
+)
 
 // runner holds the state of one probe.
 type runner struct {

@@ -3,6 +3,7 @@ package probe_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,8 @@ import (
 	"github.com/mcpx-dev/mcpx/fixtures/tlsfixtures"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/probe"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 // Canary secrets: none may appear anywhere in a report.
@@ -254,26 +257,48 @@ func TestSkipAfterHardFailure(t *testing.T) {
 	}
 }
 
-func TestRequestRoundTrip(t *testing.T) {
-	o := probe.Options{Target: "https://x.test/mcp", Headers: map[string]string{"A": "b"}, CAFile: "/ca.pem",
-		Transport: probe.TransportSSE, Protocol: probe.ProtocolLegacy, Timeout: 3 * time.Second, Overall: 9 * time.Second, ServerName: "x",
-		BearerToken: "never-sent", OAuthClientID: "cid", AllowMissingPKCE: true}
-	o.OAuth.TokenEndpoint = "https://as.test/token"
-	b, err := json.Marshal(probe.NewRequest(o))
+func TestNewOptions(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte(`servers:
+  - name: docs
+    url: https://x.test/mcp
+    transport: sse
+    protocol: legacy
+    headers: {A: from-config, B: kept}
+    tls: {ca_file: /config-ca.pem}
+    oauth: {client_id: cid, token_endpoint: "https://as.test/token", allow_missing_pkce_methods: true}
+  - name: local
+    command: ./server
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "never-sent") {
-		t.Fatalf("bearer token in the request: %s", b)
-	}
-	var req probe.Request
-	if err := json.Unmarshal(b, &req); err != nil {
+	got, err := probe.NewOptions(api.ProbeRequest{Server: "docs", Headers: map[string]string{"A": "from-flag"}, CAFile: "/flag-ca.pem", TimeoutMS: 3000}, cfg.Server)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := req.Options()
-	o.BearerToken = ""
-	if fmt.Sprint(got) != fmt.Sprint(o) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", got, o)
+	want := probe.Options{Target: "https://x.test/mcp", Headers: map[string]string{"A": "from-flag", "B": "kept"}, CAFile: "/flag-ca.pem",
+		Transport: probe.TransportSSE, Protocol: probe.ProtocolLegacy, Timeout: 3 * time.Second, ServerName: "docs",
+		OAuthClientID: "cid", AllowMissingPKCE: true}
+	want.OAuth.TokenEndpoint = "https://as.test/token"
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("options:\n got %+v\nwant %+v", got, want)
+	}
+	for _, tt := range []struct {
+		req     api.ProbeRequest
+		unknown bool
+	}{
+		{api.ProbeRequest{Server: "nope"}, true},
+		{api.ProbeRequest{Server: "local"}, false},
+		{api.ProbeRequest{}, false},
+		{api.ProbeRequest{Target: "https://x.test/mcp", Server: "docs"}, false},
+		{api.ProbeRequest{Target: "https://x.test/mcp", Transport: "stdio"}, false},
+		{api.ProbeRequest{Target: "https://x.test/mcp", Protocol: "v9"}, false},
+	} {
+		_, err := probe.NewOptions(tt.req, cfg.Server)
+		var unknown *probe.UnknownServerError
+		if err == nil || errors.As(err, &unknown) != tt.unknown {
+			t.Errorf("%+v: err = %v", tt.req, err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -30,6 +31,7 @@ func filterFromQuery(q url.Values) (activity.Filter, error) {
 		Statuses:     api.SplitList(q["status"]),
 		ErrorClasses: api.SplitList(q["error_class"]),
 		FaultDomains: api.SplitList(q["fault_domain"]),
+		Replicas:     api.SplitList(q["replica"]),
 	}
 	var err error
 	if v := q.Get("since"); v != "" {
@@ -162,15 +164,23 @@ func (d *Daemon) handleActivitySummary(w http.ResponseWriter, r *http.Request) e
 	return writeJSON(w, rows)
 }
 
+// handleHealth answers for every live replica sharing the state: this
+// one's servers live, the others' as they last published them.
 func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	want := r.URL.Query().Get("server")
+	replicas := api.SplitList(r.URL.Query()["replica"])
 	out := []api.ServerStatus{}
-	for _, c := range d.mgr.List() {
-		if want == "" || c.Name() == want {
-			out = append(out, d.serverStatus(c))
+	known := false
+	for _, st := range d.replicaServers(r.Context()) {
+		if want != "" && st.Name != want {
+			continue
+		}
+		known = true
+		if len(replicas) == 0 || slices.Contains(replicas, st.Replica) {
+			out = append(out, st)
 		}
 	}
-	if want != "" && len(out) == 0 {
+	if want != "" && !known {
 		return notFound("no server named %q", want)
 	}
 	return writeJSON(w, out)

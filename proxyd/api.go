@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
@@ -55,7 +56,7 @@ func (d *Daemon) routes() http.Handler {
 	d.authRoutes(handle)
 	d.activityRoutes(handle)
 	d.drillRoutes(handle)
-	metrics := promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{})
+	metrics := promhttp.HandlerFor(prometheus.Gatherers{d.metrics.reg, d.tel.Gatherer()}, promhttp.HandlerOpts{})
 	handle("GET /v1/metrics", func(w http.ResponseWriter, r *http.Request) error {
 		metrics.ServeHTTP(w, r)
 		return nil
@@ -65,7 +66,7 @@ func (d *Daemon) routes() http.Handler {
 	mcp := d.down.Handler("", "stdio")
 	mux.Handle("/v1/mcp", d.guardSocket(http.StripPrefix("/v1", mcp)))
 	mux.Handle("/", d.serve(func(w http.ResponseWriter, r *http.Request) error {
-		return notFound("no such endpoint: %s %s", r.Method, r.URL.Path)
+		return &apiError{http.StatusNotFound, api.CodeNoRoute, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)}
 	}))
 	return mux
 }
@@ -148,6 +149,8 @@ func (d *Daemon) status() api.Status {
 		MCPURL:        "http://" + d.listen + "/mcp",
 		ConfigPath:    d.opts.ConfigPath,
 		StateDir:      d.opts.StateDir,
+		StateDB:       d.db.Engine() + ":" + d.db.Path(),
+		Replica:       d.opts.Replica,
 		Servers:       []api.ServerStatus{},
 	}
 	d.cfgMu.RLock()
@@ -232,7 +235,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
 	}
-	out := d.call(ctx, req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
+	out := d.call(d.tel.Extract(ctx, r.Header), req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
 	resp := api.CallResponse{
 		RequestID: out.RequestID, Server: req.Server, Tool: req.Tool,
 		DurationMS: float64(out.Duration.Microseconds()) / 1000,

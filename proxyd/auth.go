@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
 // proactiveInterval is how often the refresher looks for tokens about to
@@ -52,18 +52,6 @@ func (d *Daemon) initAuth() {
 // pointed elsewhere needs a new sign-in.
 func serverKey(s config.Server) string { return oauth.ServerKey(s.Name, s.URL) }
 
-func overrides(s config.Server) discovery.Overrides {
-	if s.OAuth == nil {
-		return discovery.Overrides{}
-	}
-	return discovery.Overrides{
-		AuthorizationEndpoint: s.OAuth.AuthorizationEndpoint,
-		TokenEndpoint:         s.OAuth.TokenEndpoint,
-		RegistrationEndpoint:  s.OAuth.RegistrationEndpoint,
-		AuthServerMetadataURL: s.OAuth.AuthServerMetadataURL,
-	}
-}
-
 func configuredClient(s config.Server) *oauth.Client {
 	if s.OAuth == nil || s.OAuth.ClientID == "" {
 		return nil
@@ -71,35 +59,36 @@ func configuredClient(s config.Server) *oauth.Client {
 	return &oauth.Client{ClientID: s.OAuth.ClientID, ClientSecret: s.OAuth.ClientSecret}
 }
 
-// registerGrants tells the coordinator about every HTTP server, so a
-// stored grant is refreshed proactively and on demand.
-func (d *Daemon) registerGrants(servers []config.Server) {
+// syncGrants gives the coordinator the grants of exactly these servers
+// (every HTTP server), so a stored grant is refreshed proactively and on
+// demand, and one whose server was removed, renamed or re-pointed no
+// longer is.
+func (d *Daemon) syncGrants(servers []config.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	keys := map[string]string{}
-	defer func() {
-		d.auth.mu.Lock()
-		d.auth.keys = keys
-		d.auth.mu.Unlock()
-	}()
+	signedIn := map[string]bool{}
+	grants := map[string]oauth.GrantSource{}
 	for _, s := range servers {
 		if s.URL == "" {
 			continue
 		}
 		key := serverKey(s)
 		keys[s.Name] = key
-		d.auth.coord.Register(key, oauth.GrantSource{
+		grants[key] = oauth.GrantSource{
 			Server:        s.Name,
 			TokenEndpoint: d.tokenEndpoint(s),
 			Resource:      s.URL,
 			Client:        configuredClient(s),
 			HTTPClient:    d.auth.hc,
-		})
+		}
 		_, err := d.auth.store.Token(ctx, key)
-		d.auth.mu.Lock()
-		d.auth.signedIn[key] = err == nil
-		d.auth.mu.Unlock()
+		signedIn[key] = err == nil
 	}
+	d.auth.coord.Sync(grants)
+	d.auth.mu.Lock()
+	d.auth.keys, d.auth.signedIn = keys, signedIn
+	d.auth.mu.Unlock()
 }
 
 func (a *auth) isSignedIn(key string) bool {
@@ -144,16 +133,7 @@ func (d *Daemon) discover(ctx context.Context, s config.Server) (*discovery.Resu
 	if s.OAuth != nil {
 		scopes = s.OAuth.Scopes
 	}
-	ch := d.challenge(ctx, s)
-	ov := overrides(s)
-	res, err := d.discoverer.Discover(ctx, s.URL, ch, ov, scopes)
-	// A server written to the 2025-03-26 spec serves no RFC 9728 metadata
-	// and names none; with no overrides configured, use that spec's
-	// discovery rather than fail.
-	if err != nil && ov == (discovery.Overrides{}) && (ch == nil || ch.ResourceMetadata == "") && discovery.LegacyApplies(err) {
-		return d.discoverer.DiscoverLegacy(ctx, s.URL, ch, scopes)
-	}
-	return res, err
+	return d.discoverer.DiscoverServer(ctx, s.URL, d.challenge(ctx, s), s.OAuth.Overrides(), scopes)
 }
 
 // challenge asks the server for its Bearer challenge with an

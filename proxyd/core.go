@@ -18,6 +18,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
@@ -37,6 +38,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	if meta.RequestID == "" {
 		meta.RequestID = newRequestID()
 	}
+	ctx, tcall := d.tel.StartCall(ctx, srv, tool, meta.RequestID)
 	// A drill passes its own CallInfo to see what session recovery did.
 	info := upstream.CallInfoFrom(ctx)
 	if info == nil {
@@ -77,7 +79,12 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 				// HTTP transports mark dispatch when a request really goes out.
 				rec.MarkDispatched()
 			}
-			out.Result, out.Err = conn.CallTool(ctx, tool, args)
+			uctx := tcall.StartUpstream(ctx, cfg.URL, conn.Version())
+			if m := tcall.PropagationMeta(uctx); m != nil {
+				uctx = upstream.WithMeta(uctx, m)
+			}
+			out.Result, out.Err = conn.CallTool(uctx, tool, args)
+			tcall.EndUpstream()
 		}
 	}
 	out.Duration = time.Since(start)
@@ -110,6 +117,9 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 			errText = toolErrorText(typed)
 		}
 	}
+	tokenRefresh := grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore
+	tcall.End(telemetry.Outcome{Class: out.Class.Class, Domain: out.Class.Domain, HTTPStatus: out.Class.HTTPStatus,
+		Message: redact.Text(errText), Reinit: info.Reinit, Retried: info.Retried, TokenRefresh: tokenRefresh})
 	d.activity.Add(activity.Record{
 		Time:               start,
 		Server:             srv,
@@ -126,7 +136,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 		ProtocolEra:        era,
 		Reinit:             info.Reinit,
 		Retried:            info.Retried,
-		TokenRefresh:       grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore,
+		TokenRefresh:       tokenRefresh,
 	})
 	if ok {
 		d.health.Observe(srv, out.Class)

@@ -194,7 +194,7 @@ func (d *Daemon) handleAuthStatus(w http.ResponseWriter, r *http.Request) error 
 		st := d.auth.coord.Status(serverKey(s))
 		as := api.AuthStatus{
 			Server: s.Name, URL: redact.URL(s.URL), SignedIn: st.SignedIn, RefreshToken: st.HasRefreshToken,
-			Scopes: nonNil(st.Scopes), LastOutcome: st.LastOutcome, LastClass: st.LastClass, LastError: st.LastError,
+			Scopes: nonNil(st.Scopes), LastOutcome: string(st.LastOutcome), LastClass: st.LastClass, LastError: st.LastError,
 			Latched: st.Latched, Refreshing: st.Refreshing, TokenRequests: d.auth.coord.TokenRequests(serverKey(s)),
 			Expiry: timePtr(st.Expiry), LastRefresh: timePtr(st.LastRefresh), CooldownUntil: timePtr(st.CooldownUntil), NextProactive: timePtr(st.NextProactive),
 		}

@@ -2,27 +2,33 @@ package proxyd
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/probe"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // probeOverall bounds a probe run by the daemon when the request sets none.
 const probeOverall = 2 * time.Minute
 
-// handleProbe runs a probe inside proxyd, so it shares the daemon's
-// discovery cache (and, for a configured server, its stored token).
+// handleProbe runs a probe inside proxyd. A named server is resolved from
+// the daemon's own configuration (its URL, headers, TLS settings and
+// OAuth overrides) and probed with the token stored for it.
 func (d *Daemon) handleProbe(w http.ResponseWriter, r *http.Request) error {
-	var req probe.Request
+	var req api.ProbeRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if req.Target == "" {
-		return badRequest("target is required")
+	opts, err := probe.NewOptions(req, d.config().Server)
+	var unknown *probe.UnknownServerError
+	if errors.As(err, &unknown) {
+		return notFound("%v", err)
 	}
-	opts := req.Options()
-	opts.Discoverer = d.discoverer
+	if err != nil {
+		return badRequest("%v", err)
+	}
 	if req.Server != "" {
 		opts.BearerToken = d.storedToken(r.Context(), req.Server)
 	}

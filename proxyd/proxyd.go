@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -28,8 +29,9 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/proxyd/replica"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
+	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
@@ -47,6 +49,9 @@ type Options struct {
 	Ready chan<- struct{}
 	// ShutdownTimeout bounds the drain of in-flight calls (default 10s).
 	ShutdownTimeout time.Duration
+	// Replica names this proxyd among those sharing one state database
+	// (default: the host name).
+	Replica string
 }
 
 // TokenFile is the name of the downstream bearer token file in the state dir.
@@ -63,11 +68,13 @@ type Daemon struct {
 	token   string
 
 	db       *store.DB
+	replicas *replica.Registry
 	activity *activity.Store
 	health   *health.Tracker
 	mgr      *upstream.Manager
 	down     *downstream.Server
 	metrics  *metrics
+	tel      *telemetry.Telemetry
 	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
 	discoverer *discovery.Discoverer
@@ -81,6 +88,7 @@ type Daemon struct {
 
 	syncMu   sync.Mutex
 	syncTick chan struct{}
+	beatTick chan struct{} // a server's state changed: publish it to the replicas
 }
 
 // Run runs proxyd until ctx is done or a shutdown is requested over the
@@ -93,7 +101,10 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = 10 * time.Second
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1)}
+	if opts.Replica == "" {
+		opts.Replica = replica.DefaultID()
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1), beatTick: make(chan struct{}, 1)}
 
 	cfg, err := config.Load(opts.ConfigPath)
 	if err != nil {
@@ -120,18 +131,24 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer d.db.Close()
-	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows})
+	d.replicas = replica.New(d.db, opts.Replica)
+	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Replica: opts.Replica})
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
+	if d.tel, err = telemetry.Setup(ctx, telemetry.Options{ServiceVersion: opts.Version, Replica: opts.Replica, Gatherer: d.metrics.reg}); err != nil {
+		_ = d.activity.Close()
+		return fmt.Errorf("telemetry: %w", err)
+	}
 	d.discoverer = discovery.New(discovery.NewHTTPClient(nil, 15*time.Second), discovery.WithLogger(d.log))
 	d.initAuth()
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 
 	d.mgr = upstream.NewManager(upstream.Options{
 		Version: opts.Version,
 		Logger:  d.log,
 		Wrappers: []upstream.Wrapper{
 			func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) },
+			func(_ string, next http.RoundTripper) http.RoundTripper { return d.tel.Transport(next) },
 			d.bearerWrapper,
 		},
 		OnChange: func(string) { d.requestSync() },
@@ -145,12 +162,22 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("listening for MCP clients on %s: %w (is another proxyd using it? set listen: in the config)", listen, err)
 	}
 	d.listen = mcpLn.Addr().String()
+	if err := d.replicas.Join(ctx, opts.Version, d.listen); err != nil {
+		_ = mcpLn.Close()
+		_ = d.activity.Close()
+		return err
+	}
+	defer func() {
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = d.replicas.Leave(lctx)
+	}()
 	// Streams (GET listeners, follows, sign-ins, drills) end when shutdown
 	// starts; calls are drained, never cancelled by the signal itself.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	mcpSrv := &http.Server{
-		Handler:           endOnShutdown(d.down.Handler(d.token, ""), streams),
+		Handler:           endOnShutdown(d.tel.Handler(d.down.Handler(d.token, "")), streams),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	apiSrv := &http.Server{
@@ -162,8 +189,9 @@ func Run(ctx context.Context, opts Options) error {
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); d.syncLoop(runCtx) }()
+	go func() { defer bg.Done(); d.replicaLoop(runCtx) }()
 	go func() { defer bg.Done(); d.auth.coord.Run(runCtx, proactiveInterval) }()
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
@@ -172,7 +200,11 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { errc <- serveErr(mcpSrv.Serve(mcpLn)) }()
 	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
-		"config", opts.ConfigPath, "state_dir", opts.StateDir, "servers", len(cfg.Servers))
+		"config", opts.ConfigPath, "state_dir", opts.StateDir, "state", d.db.Engine()+":"+d.db.Path(),
+		"replica", opts.Replica, "servers", len(cfg.Servers))
+	if tr, mt := d.tel.Describe(); tr != "off" || mt != "prometheus" {
+		d.log.Info("telemetry", "traces", tr, "metrics", mt)
+	}
 	if opts.Ready != nil {
 		close(opts.Ready)
 	}
@@ -200,6 +232,7 @@ func Run(ctx context.Context, opts Options) error {
 	phase("draining MCP calls", mcpSrv.Shutdown)
 	phase("closing upstreams", func(c context.Context) error { d.mgr.Close(c); return nil })
 	phase("finishing token refreshes", d.auth.coord.Close)
+	phase("flushing telemetry", d.tel.Shutdown)
 	cancelRun()
 	bg.Wait()
 	<-watchDone
@@ -247,6 +280,10 @@ func (d *Daemon) requestSync() {
 	case d.syncTick <- struct{}{}:
 	default:
 	}
+	select {
+	case d.beatTick <- struct{}{}:
+	default:
+	}
 }
 
 func (d *Daemon) syncLoop(ctx context.Context) {
@@ -286,7 +323,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 		return nil, err
 	}
 	d.logWarnings(cfg)
-	d.registerGrants(cfg.Servers)
+	d.syncGrants(cfg.Servers)
 	added, removed, changed := d.mgr.Apply(cfg.Servers)
 	d.requestSync() // the order alone decides who keeps a shared name
 	for _, n := range removed {

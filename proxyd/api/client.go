@@ -109,6 +109,14 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body any) 
 	if c.Version != "" {
 		req.Header.Set(VersionHeader, c.Version)
 	}
+	// A caller inside a trace (TRACEPARENT, as CI tools and otel-cli set
+	// it) continues it through proxyd.
+	if tp := os.Getenv("TRACEPARENT"); tp != "" {
+		req.Header.Set("traceparent", tp)
+		if ts := os.Getenv("TRACESTATE"); ts != "" {
+			req.Header.Set("tracestate", ts)
+		}
+	}
 	return req, nil
 }
 
@@ -242,4 +250,10 @@ func (c *Client) Shutdown(ctx context.Context) error {
 func (c *Client) ConnectInfo(ctx context.Context) (*ConnectInfo, error) {
 	var r ConnectInfo
 	return &r, c.Do(ctx, http.MethodGet, "/v1/connect-info", nil, &r)
+}
+
+// Probe is POST /v1/probe.
+func (c *Client) Probe(ctx context.Context, req ProbeRequest) (*ProbeReport, error) {
+	var r ProbeReport
+	return &r, c.Do(ctx, http.MethodPost, "/v1/probe", req, &r)
 }

@@ -20,22 +20,29 @@ const (
 
 // Status is GET /v1/status.
 type Status struct {
-	Version       string         `json:"version"`
-	PID           int            `json:"pid"`
-	StartedAt     time.Time      `json:"started_at"`
-	UptimeSeconds float64        `json:"uptime_seconds"`
-	Socket        string         `json:"socket"`
-	Listen        string         `json:"listen"`
-	MCPURL        string         `json:"mcp_url"`
-	ConfigPath    string         `json:"config_path"`
-	StateDir      string         `json:"state_dir"`
-	ConfigError   string         `json:"config_error,omitempty"`
-	Servers       []ServerStatus `json:"servers"`
+	Version       string    `json:"version"`
+	PID           int       `json:"pid"`
+	StartedAt     time.Time `json:"started_at"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	Socket        string    `json:"socket"`
+	Listen        string    `json:"listen"`
+	MCPURL        string    `json:"mcp_url"`
+	ConfigPath    string    `json:"config_path"`
+	StateDir      string    `json:"state_dir"`
+	// StateDB is where the state lives: "sqlite:PATH" or
+	// "postgres:postgres://USER@HOST/DB" (never a password).
+	StateDB string `json:"state_db,omitempty"`
+	// Replica is this proxyd's id among those sharing the state.
+	Replica     string         `json:"replica,omitempty"`
+	ConfigError string         `json:"config_error,omitempty"`
+	Servers     []ServerStatus `json:"servers"`
 }
 
 // ServerStatus is one upstream's state as proxyd sees it.
 type ServerStatus struct {
-	Name            string     `json:"name"`
+	Name string `json:"name"`
+	// Replica is the proxyd reporting this state (health across replicas).
+	Replica         string     `json:"replica,omitempty"`
 	Transport       string     `json:"transport"`
 	Target          string     `json:"target"` // URL (redacted) or command line
 	Protocol        string     `json:"protocol"`
@@ -151,6 +158,8 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
 	CodeMethod      = "method_not_allowed"
+	// CodeNoRoute: this daemon has no such endpoint (an older version).
+	CodeNoRoute = "no_route"
 )
 
 // SplitList reads a list filter of the activity API: values may be

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
@@ -102,6 +103,20 @@ type OAuth struct {
 	AuthServerMetadataURL   string   `yaml:"auth_server_metadata_url,omitempty" json:"auth_server_metadata_url,omitempty"`
 	ClientMetadataURL       string   `yaml:"client_metadata_url,omitempty" json:"client_metadata_url,omitempty"`               // CIMD client id URL
 	AllowMissingPKCEMethods bool     `yaml:"allow_missing_pkce_methods,omitempty" json:"allow_missing_pkce_methods,omitempty"` // proceed with S256 when the AS omits code_challenge_methods_supported
+}
+
+// Overrides are the OAuth discovery overrides these settings configure;
+// none for a nil OAuth.
+func (o *OAuth) Overrides() discovery.Overrides {
+	if o == nil {
+		return discovery.Overrides{}
+	}
+	return discovery.Overrides{
+		AuthorizationEndpoint: o.AuthorizationEndpoint,
+		TokenEndpoint:         o.TokenEndpoint,
+		RegistrationEndpoint:  o.RegistrationEndpoint,
+		AuthServerMetadataURL: o.AuthServerMetadataURL,
+	}
 }
 
 // DefaultListen is the downstream MCP endpoint when the file sets none.

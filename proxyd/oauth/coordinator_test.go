@@ -120,7 +120,7 @@ func (c *fakeClock) add(d time.Duration) {
 func TestRefreshErrorClasses(t *testing.T) {
 	tests := []struct {
 		fail     authserver.Failure
-		class    string
+		class    Outcome
 		terminal bool
 	}{
 		{authserver.FailInvalidGrant, OutcomeInvalidGrant, true},
@@ -208,7 +208,7 @@ func TestNetworkFailures(t *testing.T) {
 		}
 		dead := "http://" + ln.Addr().String() + "/token"
 		ln.Close()
-		r.c.Register(r.key, GrantSource{Server: "alpha", TokenEndpoint: func(context.Context) (string, error) { return dead, nil }})
+		r.c.Sync(map[string]GrantSource{r.key: {Server: "alpha", TokenEndpoint: func(context.Context) (string, error) { return dead, nil }}})
 		old := r.login(t, true)
 		_, err = r.c.Refresh(context.Background(), r.key, TriggerReactive, old)
 		var re *RefreshError
@@ -498,6 +498,30 @@ func TestRefreshDue(t *testing.T) {
 	}
 }
 
+// A grant left out of Sync (its server removed, renamed or pointed
+// elsewhere) is no longer refreshed; its stored token stays.
+func TestSyncRemovalStopsRefreshing(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	r.login(t, true)
+	r.c.Sync(map[string]GrantSource{})
+	r.c.RefreshDue(context.Background())
+	if n := r.as.TokenRequests(); n != 0 {
+		t.Fatalf("a removed grant was refreshed (%d requests)", n)
+	}
+	if _, err := r.c.Token(context.Background(), r.key); !errors.Is(err, ErrUnknownServer) {
+		t.Fatalf("Token of a removed grant: err = %v", err)
+	}
+	if st := r.c.Status(r.key); st.Server != "" {
+		t.Fatalf("status of a removed grant = %+v", st)
+	}
+	// Added back, the stored grant is refreshed again.
+	r.c.Sync(map[string]GrantSource{r.key: r.src})
+	r.c.RefreshDue(context.Background())
+	if n := r.as.TokenRequests(); n != 1 {
+		t.Fatalf("requests = %d after the grant came back", n)
+	}
+}
+
 // Canary credentials never reach logs, messages or metrics.
 func TestCanarySecretsNeverLogged(t *testing.T) {
 	const canarySecret = "CANARY-client-secret-4f1d"
@@ -506,15 +530,15 @@ func TestCanarySecretsNeverLogged(t *testing.T) {
 	old := r.login(t, true)
 	// An authorization server that echoes the request into its error.
 	echo := newEchoServer(t)
-	r.c.Register(r.key, GrantSource{Server: "alpha", Client: r.client,
-		TokenEndpoint: func(context.Context) (string, error) { return echo + "/token", nil }})
+	r.c.Sync(map[string]GrantSource{r.key: {Server: "alpha", Client: r.client,
+		TokenEndpoint: func(context.Context) (string, error) { return echo + "/token", nil }}})
 	_, err := r.c.Refresh(context.Background(), r.key, TriggerReactive, old)
 	if err == nil {
 		t.Fatal("want failure")
 	}
 	// And a successful round.
-	r.c.Register(r.key, GrantSource{Server: "alpha", Client: r.client,
-		TokenEndpoint: func(context.Context) (string, error) { return r.as.URL() + "/token", nil }})
+	r.c.Sync(map[string]GrantSource{r.key: {Server: "alpha", Client: r.client,
+		TokenEndpoint: func(context.Context) (string, error) { return r.as.URL() + "/token", nil }}})
 	fresh := r.login(t, true)
 	got, err := r.c.Refresh(context.Background(), r.key, TriggerReactive, fresh)
 	if err != nil {
@@ -577,8 +601,8 @@ func BenchmarkExpiredTokenThousandCallers(b *testing.B) {
 		old := r.login(b, true)
 		tokenURL := r.as.URL() + "/token"
 		timed := &http.Client{Transport: timingTransport{next: http.DefaultTransport, d: &endpoint}}
-		r.c.Register(r.key, GrantSource{Server: "alpha", Resource: r.resource, HTTPClient: timed,
-			TokenEndpoint: func(context.Context) (string, error) { return tokenURL, nil }})
+		r.c.Sync(map[string]GrantSource{r.key: {Server: "alpha", Resource: r.resource, HTTPClient: timed,
+			TokenEndpoint: func(context.Context) (string, error) { return tokenURL, nil }}})
 		var wg sync.WaitGroup
 		var slowest atomic.Int64
 		start := make(chan struct{})

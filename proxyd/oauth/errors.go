@@ -18,24 +18,27 @@ import (
 	"github.com/mcpx-dev/mcpx/internal/retryafter"
 )
 
-// Refresh outcomes: the values of the outcome label of the refresh
-// counter and of the class logged for every flight.
+// Outcome is how a refresh ended: the outcome label of the refresh counter
+// and the class logged for every flight.
+type Outcome string
+
+// Refresh outcomes.
 const (
-	OutcomeSuccess                = "success"
-	OutcomeInvalidGrant           = "failed_invalid_grant"
-	OutcomeInvalidClient          = "failed_invalid_client"
-	OutcomeUnauthorizedClient     = "failed_unauthorized_client"
-	OutcomeUnsupportedGrantType   = "failed_unsupported_grant_type"
-	OutcomeInvalidScope           = "failed_invalid_scope"
-	OutcomeServerError            = "failed_server_error"
-	OutcomeTemporarilyUnavailable = "failed_temporarily_unavailable"
-	OutcomeRateLimited            = "failed_rate_limited"
-	OutcomeNetwork                = "failed_network"
-	OutcomeOther                  = "failed_other"
+	OutcomeSuccess                Outcome = "success"
+	OutcomeInvalidGrant                   = "failed_invalid_grant"
+	OutcomeInvalidClient                  = "failed_invalid_client"
+	OutcomeUnauthorizedClient             = "failed_unauthorized_client"
+	OutcomeUnsupportedGrantType           = "failed_unsupported_grant_type"
+	OutcomeInvalidScope                   = "failed_invalid_scope"
+	OutcomeServerError                    = "failed_server_error"
+	OutcomeTemporarilyUnavailable         = "failed_temporarily_unavailable"
+	OutcomeRateLimited                    = "failed_rate_limited"
+	OutcomeNetwork                        = "failed_network"
+	OutcomeOther                          = "failed_other"
 )
 
 // Outcomes lists every outcome label, for pre-initialising counters.
-var Outcomes = []string{OutcomeSuccess, OutcomeInvalidGrant, OutcomeInvalidClient, OutcomeUnauthorizedClient,
+var Outcomes = []Outcome{OutcomeSuccess, OutcomeInvalidGrant, OutcomeInvalidClient, OutcomeUnauthorizedClient,
 	OutcomeUnsupportedGrantType, OutcomeInvalidScope, OutcomeServerError, OutcomeTemporarilyUnavailable,
 	OutcomeRateLimited, OutcomeNetwork, OutcomeOther}
 
@@ -43,7 +46,7 @@ var Outcomes = []string{OutcomeSuccess, OutcomeInvalidGrant, OutcomeInvalidClien
 // Error text is Msg, which never contains a credential; Err is the cause
 // for errors.Is/As and must not be printed.
 type RefreshError struct {
-	Class      string // an Outcome* label
+	Class      Outcome
 	Terminal   bool   // retrying cannot help: the user must sign in again or fix config
 	Code       string // RFC 6749 §5.2 error code, when the server sent one
 	HTTPStatus int

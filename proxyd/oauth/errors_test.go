@@ -25,7 +25,7 @@ func TestClassifyRefreshError(t *testing.T) {
 	tests := []struct {
 		name       string
 		err        error
-		class      string
+		class      Outcome
 		terminal   bool
 		retryAfter time.Duration
 	}{

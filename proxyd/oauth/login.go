@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/oauth2"
 
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
 )
 
 // Errors of the sign-in flow.

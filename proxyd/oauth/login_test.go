@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // loginRig is a protected MCP-like resource with RFC 9728 metadata
@@ -59,8 +59,8 @@ func newLoginRig(t *testing.T, opts authserver.Options) *loginRig {
 	lr.store = NewStore(openDB(t))
 	lr.c = NewCoordinator(lr.store, CoordinatorOptions{})
 	lr.key = ServerKey("alpha", lr.resource)
-	lr.c.Register(lr.key, GrantSource{Server: "alpha", Resource: lr.resource,
-		TokenEndpoint: func(context.Context) (string, error) { return as.URL() + "/token", nil }})
+	lr.c.Sync(map[string]GrantSource{lr.key: {Server: "alpha", Resource: lr.resource,
+		TokenEndpoint: func(context.Context) (string, error) { return as.URL() + "/token", nil }}})
 	return lr
 }
 

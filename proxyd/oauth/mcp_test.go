@@ -14,7 +14,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // The full chain with a real MCP client: the fixture MCP server accepts
@@ -44,7 +44,7 @@ func TestMCPClientCallsAtExpiry(t *testing.T) {
 	store := NewStore(openDB(t))
 	c := NewCoordinator(store, CoordinatorOptions{})
 	key := ServerKey("fixture", ms.URL())
-	c.Register(key, GrantSource{Server: "fixture", Resource: res.ResourceIndicator, TokenEndpoint: TokenEndpointFrom(d, ms.URL(), discovery.Overrides{})})
+	c.Sync(map[string]GrantSource{key: {Server: "fixture", Resource: res.ResourceIndicator, TokenEndpoint: TokenEndpointFrom(d, ms.URL(), discovery.Overrides{})}})
 	b := &browser{}
 	if _, err := c.Login(ctx, LoginRequest{Key: key, Server: "fixture", Discovery: res, OpenURL: b.open}); err != nil {
 		t.Fatal(err)

@@ -9,10 +9,10 @@ import (
 )
 
 // counterValue reads one child of a counter vector.
-func counterValue(t *testing.T, cv *prometheus.CounterVec, outcome string) float64 {
+func counterValue(t *testing.T, cv *prometheus.CounterVec, outcome Outcome) float64 {
 	t.Helper()
 	var m dto.Metric
-	if err := cv.WithLabelValues(outcome).Write(&m); err != nil {
+	if err := cv.WithLabelValues(string(outcome)).Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpx-dev/mcpx/fixtures/oidcprovider"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // oidcProvider runs node-oidc-provider (from MCPX_PEERS_DIR, see
@@ -93,8 +93,8 @@ func TestOIDCProviderRefreshAtExpiry(t *testing.T) {
 	store := NewStore(openDB(t))
 	c := NewCoordinator(store, CoordinatorOptions{})
 	key := ServerKey("oidc", resource)
-	c.Register(key, GrantSource{Server: "oidc", Resource: d.ResourceIndicator,
-		TokenEndpoint: func(context.Context) (string, error) { return d.Metadata.TokenEndpoint, nil }})
+	c.Sync(map[string]GrantSource{key: {Server: "oidc", Resource: d.ResourceIndicator,
+		TokenEndpoint: func(context.Context) (string, error) { return d.Metadata.TokenEndpoint, nil }}})
 
 	res, err := c.Login(ctx, LoginRequest{Key: key, Server: "oidc", Discovery: d, OpenURL: jarBrowser(t)})
 	if err != nil {

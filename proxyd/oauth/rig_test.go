@@ -67,6 +67,7 @@ type rig struct {
 	flights  chan FlightInfo
 	resource string
 	client   *Client
+	src      GrantSource // what the coordinator was given
 }
 
 type rigOpts struct {
@@ -121,7 +122,8 @@ func newRig(tb testing.TB, o rigOpts) *rig {
 	} else if err := r.store.SaveClient(context.Background(), r.key, r.client); err != nil {
 		tb.Fatal(err)
 	}
-	r.c.Register(r.key, src)
+	r.src = src
+	r.c.Sync(map[string]GrantSource{r.key: src})
 	return r
 }
 

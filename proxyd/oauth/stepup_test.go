@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 func TestStepUpThroughTransport(t *testing.T) {

@@ -285,7 +285,7 @@ func (s *Store) ClearClientIf(ctx context.Context, key, clientID, refreshToken s
 // RefreshState is the persisted outcome of the last refresh of a server.
 type RefreshState struct {
 	LastRefresh time.Time
-	LastOutcome string // outcome label
+	LastOutcome Outcome
 	LastClass   string // transient|terminal|""
 	Latched     string // terminal message, empty when not latched
 }
@@ -294,8 +294,10 @@ type RefreshState struct {
 func (s *Store) State(ctx context.Context, key string) (RefreshState, error) {
 	var st RefreshState
 	var last int64
+	var outcome string
 	err := s.db.QueryRowContext(ctx, `SELECT last_refresh, last_outcome, last_class, latched FROM oauth_state WHERE server_key = ?`, key).
-		Scan(&last, &st.LastOutcome, &st.LastClass, &st.Latched)
+		Scan(&last, &outcome, &st.LastClass, &st.Latched)
+	st.LastOutcome = Outcome(outcome)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}
@@ -312,9 +314,30 @@ func (s *Store) SaveState(ctx context.Context, key string, st RefreshState) erro
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (server_key) DO UPDATE SET last_refresh = excluded.last_refresh, last_outcome = excluded.last_outcome,
 		last_class = excluded.last_class, latched = excluded.latched, updated = excluded.updated`,
-		key, toMillis(st.LastRefresh), st.LastOutcome, st.LastClass, st.Latched, toMillis(s.now()))
+		key, toMillis(st.LastRefresh), string(st.LastOutcome), st.LastClass, st.Latched, toMillis(s.now()))
 	if err != nil {
 		return fmt.Errorf("save refresh state: %w", err)
 	}
 	return nil
+}
+
+// Generations returns the generation of every stored grant by server key:
+// a cheap poll that shows sign-ins and sign-outs made by other processes
+// sharing the database.
+func (s *Store) Generations(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT server_key, generation FROM oauth_tokens`)
+	if err != nil {
+		return nil, fmt.Errorf("read grant generations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var g int64
+		if err := rows.Scan(&k, &g); err != nil {
+			return nil, fmt.Errorf("read grant generations: %w", err)
+		}
+		out[k] = g
+	}
+	return out, rows.Err()
 }

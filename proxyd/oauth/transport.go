@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/mcpx-dev/mcpx/proxyd/oauth/discovery"
+	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
 // NewBearerTransport returns a RoundTripper that sends key's access token

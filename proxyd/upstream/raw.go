@@ -77,8 +77,10 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 		ID:      mcp.NewRequestId("mcpx-" + strconv.FormatInt(rawIDs.Add(1), 10)),
 		Method:  method,
 	}
+	if meta := joinMeta(w.meta, metaFrom(ctx)); meta != nil {
+		params = withMeta(params, meta)
+	}
 	if w.meta != nil {
-		params = withMeta(params, w.meta)
 		if mcp.RequiresStandardHeaders(w.version) {
 			req.Header = http.Header{headerMethod: {method}}
 			if v, ok := mcp.EncodeHeaderValue(name); method == string(mcp.MethodToolsCall) && ok {

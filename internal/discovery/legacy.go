@@ -14,12 +14,12 @@ import (
 // StepLegacy names the 2025-03-26 discovery in *Error.
 const StepLegacy = "legacy_discovery"
 
-// LegacyApplies reports whether err, from Discover without a
+// legacyApplies reports whether err, from Discover without a
 // resource_metadata hint and without overrides, says only that the server
 // serves no protected-resource metadata (every well-known URL answered
 // 404): the shape of a server written to the 2025-03-26 MCP spec, which
 // predates RFC 9728.
-func LegacyApplies(err error) bool {
+func legacyApplies(err error) bool {
 	var de *Error
 	if !errors.As(err, &de) || de.Step != StepResourceMetadata || len(de.Attempts) == 0 {
 		return false
@@ -32,13 +32,13 @@ func LegacyApplies(err error) bool {
 	return true
 }
 
-// DiscoverLegacy runs the 2025-03-26 discovery: the authorization base URL
+// discoverLegacy runs the 2025-03-26 discovery: the authorization base URL
 // is the server URL without its path; its RFC 8414 metadata is used when
 // served, else the spec's default endpoints /authorize, /token and
-// /register of that base. Callers use it only when LegacyApplies to the
+// /register of that base. Callers use it only when legacyApplies to the
 // error of Discover: a server that names its metadata never gets guessed
 // endpoints. Results are cached like Discover's.
-func (d *Discoverer) DiscoverLegacy(ctx context.Context, serverURL string, ch *Challenge, configuredScopes []string) (*Result, error) {
+func (d *Discoverer) discoverLegacy(ctx context.Context, serverURL string, ch *Challenge, configuredScopes []string) (*Result, error) {
 	su, err := url.Parse(serverURL)
 	if err != nil || !su.IsAbs() || su.Host == "" || (su.Scheme != "https" && su.Scheme != "http") {
 		if err == nil {
@@ -60,7 +60,7 @@ func (d *Discoverer) DiscoverLegacy(ctx context.Context, serverURL string, ch *C
 		func(fctx context.Context) (*docs, error) { return d.fetchLegacy(fctx, su) })
 }
 
-func (d *Discoverer) fetchLegacy(ctx context.Context, su *url.URL) (*docs, error) {
+func (f *fetcher) fetchLegacy(ctx context.Context, su *url.URL) (*docs, error) {
 	base := su.Scheme + "://" + su.Host
 	canServer, _ := canonicalResource(su.String())
 	dc := &docs{
@@ -70,7 +70,7 @@ func (d *Discoverer) fetchLegacy(ctx context.Context, su *url.URL) (*docs, error
 	}
 	mdURL := base + "/.well-known/oauth-authorization-server"
 	var md *ServerMetadata
-	att, err := d.getJSON(ctx, mdURL, func(b []byte) error {
+	att, err := f.getJSON(ctx, mdURL, func(b []byte) error {
 		var perr error
 		md, perr = ParseServerMetadata(b)
 		return perr

@@ -37,13 +37,13 @@ func TestLegacyDiscovery(t *testing.T) {
 			if err == nil {
 				t.Fatal("Discover succeeded without resource metadata")
 			}
-			if got := LegacyApplies(err); got != tc.applies {
-				t.Fatalf("LegacyApplies = %v, want %v (%v)", got, tc.applies, err)
+			if got := legacyApplies(err); got != tc.applies {
+				t.Fatalf("legacyApplies = %v, want %v (%v)", got, tc.applies, err)
 			}
 			if !tc.applies {
 				return
 			}
-			res, err := d.DiscoverLegacy(ctx, s.url("/mcp"), nil, nil)
+			res, err := d.discoverLegacy(ctx, s.url("/mcp"), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +62,7 @@ func TestLegacyDiscovery(t *testing.T) {
 			}
 			// Cached: no second fetch.
 			before := s.count("/.well-known/oauth-authorization-server")
-			if _, err := d.DiscoverLegacy(ctx, s.url("/mcp"), nil, nil); err != nil {
+			if _, err := d.discoverLegacy(ctx, s.url("/mcp"), nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if s.count("/.well-known/oauth-authorization-server") != before {

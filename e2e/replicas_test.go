@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
+	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+)
+
+// replicaEnvs starts n proxyd replicas, each with its own socket, state dir
+// and listen address, sharing the state database named by dsn (by a
+// ${env:...} reference in the config) and serving the config body.
+func replicaEnvs(t *testing.T, n int, dsn, body string) []*oauthEnv {
+	t.Helper()
+	var out []*oauthEnv
+	for i := range n {
+		e := newOAuthEnv(t)
+		e.extraEnv = append(e.extraEnv, "MCPX_TEST_STATE_DSN="+dsn, fmt.Sprintf("MCPX_REPLICA=r%d", i))
+		e.writeConfig("state: {postgres: \"${env:MCPX_TEST_STATE_DSN}\"}\n" + body)
+		e.up()
+		out = append(out, e)
+	}
+	return out
+}
+
+// Two replicas on one PostgreSQL database: a sign-in on one is used by
+// the other, and activity and health read across both.
+func TestReplicasSharePostgres(t *testing.T) {
+	dsn := pgtest.Database(t)
+	fx := startAuthFixture(t, "--era", "modern")
+	reps := replicaEnvs(t, 2, dsn, oauthConfig("docs", fx.MCP, ""))
+	a, b := reps[0], reps[1]
+
+	st := a.status()
+	if st.Replica != "r0" || !strings.HasPrefix(st.StateDB, "postgres:postgres://") {
+		t.Errorf("status replica %q state %q", st.Replica, st.StateDB)
+	}
+	a.mustRun("login", "docs")
+	a.waitReady("docs")
+	b.waitReady("docs") // the other replica's sign-in, picked up from the store
+	if s := fx.stats(t); s.Registrations != 1 || s.CodeExchanges != 1 {
+		t.Errorf("fixture stats %+v: want one registration and one sign-in for both replicas", s)
+	}
+	for _, e := range reps {
+		if r := e.mustRun("call", "docs", "echo", "text=hello"); !strings.Contains(r.stdout, "hello") {
+			t.Fatalf("call: %s", r)
+		}
+	}
+
+	waitFor(t, "both replicas' calls in the activity of r0", func() (bool, string) {
+		var recs []activity.Record
+		a.runJSON(0, &recs, "activity", "--tool", "echo", "-o", "json")
+		seen := map[string]int{}
+		for _, r := range recs {
+			seen[r.Replica]++
+		}
+		return seen["r0"] == 1 && seen["r1"] == 1, fmt.Sprint(seen)
+	})
+	var recs []activity.Record
+	a.runJSON(0, &recs, "activity", "--replica", "r1", "-o", "json")
+	if len(recs) != 1 || recs[0].Replica != "r1" || recs[0].Tool != "echo" {
+		t.Errorf("--replica r1 from r0: %+v", recs)
+	}
+
+	waitFor(t, "health of both replicas from r1", func() (bool, string) {
+		var hs []api.ServerStatus
+		b.runJSON(0, &hs, "health", "-o", "json")
+		got := map[string]string{}
+		for _, h := range hs {
+			got[h.Replica] = h.State
+		}
+		return len(hs) == 2 && got["r0"] == api.StateReady && got["r1"] == api.StateReady, fmt.Sprint(got)
+	})
+	r := b.mustRun("health", "--replica", "r0")
+	if !strings.Contains(r.stdout, "docs") || strings.Contains(r.stdout, "r1") {
+		t.Errorf("health --replica r0:\n%s", r)
+	}
+	r = b.mustRun("health")
+	if !strings.Contains(r.stdout, "REPLICA") {
+		t.Errorf("health of two replicas has no REPLICA column:\n%s", r)
+	}
+}
