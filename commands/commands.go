@@ -33,7 +33,8 @@ const (
 	ExitDrillFailed      = 5 // a drill's verdict is FAIL
 	ExitAuthRequired     = 6 // not signed in / sign-in needed
 	ExitConfig           = 7 // the config file is invalid
-	// 10-18: mcpx probe result codes (see probe.ExitCode).
+	// 10-18: mcpx probe result codes (see probe.ExitCode); 19:
+	// ExitProbeTargets (probe_batch.go).
 )
 
 // Version is set at build time (-ldflags "-X .../commands.Version=...").

@@ -49,8 +49,12 @@ type fileTarget struct {
 	Timeout   config.Duration   `yaml:"timeout"`
 }
 
-// maxTargets bounds one probe run.
-const maxTargets = 500
+// maxTargets bounds one probe run, maxTargetsFile the file that lists
+// them.
+const (
+	maxTargets     = 500
+	maxTargetsFile = 1 << 20
+)
 
 // probeCodes are the result codes --expect accepts.
 var probeCodes = []string{probe.CodeOK, probe.CodeAuthRequired, probe.CodeAuthMisconfigured, probe.CodeDNSFailure,
@@ -131,6 +135,9 @@ func targetName(r api.ProbeRequest) string {
 // ${file:PATH} references (relative paths from the file's directory), so
 // the file itself holds no secret.
 func fileTargets(c *cli.Context, path, expect string) ([]probeTarget, error) {
+	if st, err := os.Stat(path); err == nil && st.Size() > maxTargetsFile {
+		return nil, usageErr("--file %s: larger than %d bytes; a targets file lists at most %d targets", path, maxTargetsFile, maxTargets)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, usageErr("--file: %v", err)
