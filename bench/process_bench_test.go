@@ -108,6 +108,7 @@ func BenchmarkRSS(b *testing.B) {
 				defer wg.Done()
 				tr, _ := transport.NewStreamableHTTP(st.MCPURL, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}),
 					transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+				//lint:ignore SA1019 the legacy era is one of the benchmarked combinations
 				cl := client.NewClient(tr, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION), client.WithLegacyProtocolOnly())
 				ctx := context.Background()
 				if err := cl.Start(ctx); err != nil {

@@ -62,34 +62,20 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 	var report strings.Builder
 	fmt.Fprintf(&report, "\nseparate processes; %s\n", methodNote())
 	fmt.Fprint(&report, reportHeader())
-	for _, era := range []string{"legacy", "modern"} {
-		up := startProc(b, "url", filepath.Join(dir, "mcpx-fixtures"), "mcp", "--era", era)
-		rp := startProc(b, "url", filepath.Join(dir, "rproxy"), strings.TrimSuffix(up, "/mcp"))
-		cfg := filepath.Join(dir, era+".yaml")
-		os.WriteFile(cfg, []byte("listen: 127.0.0.1:0\nservers:\n  - name: fx\n    url: "+up+"\n"), 0o600)
-		sock := filepath.Join(dir, era+".sock")
-		state := filepath.Join(dir, era+"-state")
-		pd := exec.Command(filepath.Join(dir, "mcpx"), "--socket", sock, "--config", cfg, "--state-dir", state, "proxyd", "--log-level", "warn")
-		pd.Stderr = io.Discard
-		if err := pd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		pURL := waitUpstreamReady(b, sock)
-		tok, _ := os.ReadFile(filepath.Join(state, "proxyd.token"))
-		auth := map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}
-		paths := [3]path{
-			{"direct", up, nil, "echo"},
-			{"rproxy", rp + "/mcp", nil, "echo"},
-			{"proxyd", pURL, auth, "fx__echo"},
-		}
-		for _, c := range []int{1, 16} {
-			r := compare(b, &report, era, c, paths)
-			b.ReportMetric(r.p50, fmt.Sprintf("%s-c%d-added-p50-ratio", era, c))
-			b.ReportMetric(r.p99, fmt.Sprintf("%s-c%d-added-p99-ratio", era, c))
-			b.ReportMetric(r.tput, fmt.Sprintf("%s-c%d-tput-ratio", era, c))
-		}
-		_ = pd.Process.Signal(os.Interrupt)
-		_ = pd.Wait()
+	up := startProc(b, "url", filepath.Join(dir, "mcpx-fixtures"), "mcp", "--era", "both")
+	rp := startProc(b, "url", filepath.Join(dir, "rproxy"), strings.TrimSuffix(up, "/mcp"))
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(benchConfig(up)), 0o600)
+	sock := filepath.Join(dir, "s.sock")
+	state := filepath.Join(dir, "state")
+	pd := exec.Command(filepath.Join(dir, "mcpx"), "--socket", sock, "--config", cfg, "--state-dir", state, "proxyd", "--log-level", "warn")
+	pd.Stderr = io.Discard
+	if err := pd.Start(); err != nil {
+		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = pd.Process.Signal(os.Interrupt); _ = pd.Wait() })
+	pURL := waitUpstreamReady(b, sock)
+	tok, _ := os.ReadFile(filepath.Join(state, "proxyd.token"))
+	runCombos(b, &report, up, rp+"/mcp", pURL, strings.TrimSpace(string(tok)))
 	fmt.Println(report.String())
 }

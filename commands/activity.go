@@ -1,12 +1,11 @@
 package commands
 
 import (
+	"context"
 	"encoding/csv"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -17,7 +16,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
@@ -30,8 +31,8 @@ func filterFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "error-class", Usage: "network, timeout, http, jsonrpc, tool_error, session_terminated, auth, proxy_policy, proxy_internal, cancelled"},
 		&cli.StringSliceFlag{Name: "fault-domain", Usage: "upstream, proxy or client"},
 		&cli.StringSliceFlag{Name: "replica", Usage: "only calls made by these proxyd `REPLICA`s (when several share the state)"},
-		&cli.StringFlag{Name: "since", Usage: "from `WHEN`: a duration ago (1h, 30m, 7d) or RFC 3339"},
-		&cli.StringFlag{Name: "until", Usage: "up to `WHEN`: a duration ago or RFC 3339"},
+		&cli.StringFlag{Name: "since", Usage: "from `WHEN`: a duration ago (1h, 30m, 7d), or a time (RFC 3339 with or without offset, or as tables print it)"},
+		&cli.StringFlag{Name: "until", Usage: "up to `WHEN`: as --since, or +DURATION from now (follow)"},
 	}
 }
 
@@ -45,13 +46,14 @@ Without a subcommand, lists records newest first.
 Examples:
    mcpx activity --fault-domain upstream --since 1h
    mcpx activity --error-class http,timeout --server docs -o json
-   mcpx activity show 42
+   mcpx activity show 42          (or: mcpx activity 42)
    mcpx activity follow --status error
    mcpx activity export --format csv --since 24h > calls.csv
    mcpx activity summary --since 24h --by class
    mcpx activity --replica proxyd-0 --status error   # one replica of several`,
-	Flags:  append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
-	Action: runActivityList,
+	ArgsUsage: "[ID]",
+	Flags:     append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
+	Action:    runActivityList,
 	Subcommands: []*cli.Command{
 		{
 			Name:   "list",
@@ -73,9 +75,10 @@ Examples:
 			Action: runActivityFollow,
 		},
 		{
-			Name:   "export",
-			Usage:  "stream every matching record as JSON lines or CSV",
-			Flags:  append(filterFlags(), &cli.StringFlag{Name: "format", Value: "jsonl", Usage: "jsonl or csv"}),
+			Name:  "export",
+			Usage: "stream every matching record as JSON lines or CSV",
+			Flags: append(filterFlags(), &cli.StringFlag{Name: "output", Aliases: []string{"o", "format"}, Value: "json",
+				Usage: "`FORMAT`: json (JSON lines), csv, yaml (a document per record) or table"}),
 			Action: runActivityExport,
 		},
 		{
@@ -99,19 +102,20 @@ Examples:
 }
 
 // activityQuery validates the filter flags and turns them into the
-// daemon's query parameters.
-func activityQuery(c *cli.Context, now time.Time) (url.Values, error) {
-	q := url.Values{}
+// daemon's query.
+func activityQuery(c *cli.Context, now time.Time) (api.ActivityQuery, error) {
+	var q api.ActivityQuery
 	lists := []struct {
-		flag, param string
-		vocab       []string
+		flag  string
+		into  *[]string
+		vocab []string
 	}{
-		{"server", "server", nil},
-		{"tool", "tool", nil},
-		{"status", "status", activity.Statuses},
-		{"error-class", "error_class", callerr.Classes},
-		{"fault-domain", "fault_domain", callerr.Domains},
-		{"replica", "replica", nil},
+		{"server", &q.Servers, nil},
+		{"tool", &q.Tools, nil},
+		{"status", &q.Statuses, api.CallStatuses},
+		{"error-class", &q.ErrorClasses, callerr.Classes},
+		{"fault-domain", &q.FaultDomains, callerr.Domains},
+		{"replica", &q.Replicas, nil},
 	}
 	for _, l := range lists {
 		if !c.IsSet(l.flag) {
@@ -119,45 +123,35 @@ func activityQuery(c *cli.Context, now time.Time) (url.Values, error) {
 		}
 		for _, v := range api.SplitList(c.StringSlice(l.flag)) {
 			if l.vocab != nil && !slices.Contains(l.vocab, v) {
-				return nil, usageErr("--%s %q is not one of: %s", l.flag, v, strings.Join(l.vocab, ", "))
+				return q, usageErr("--%s %q is not one of: %s", l.flag, v, strings.Join(l.vocab, ", "))
 			}
-			q.Add(l.param, v)
+			*l.into = append(*l.into, v)
 		}
 	}
-	for _, name := range []string{"since", "until"} {
-		if v := c.String(name); v != "" {
-			t, err := parseWhen(v, now)
+	for _, t := range []struct {
+		flag string
+		into *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if v := c.String(t.flag); v != "" {
+			when, err := parseWhen(v, now)
 			if err != nil {
-				return nil, usageErr("--%s: %v", name, err)
+				return q, usageErr("--%s: %v", t.flag, err)
 			}
-			q.Set(name, t.UTC().Format(time.RFC3339Nano))
+			*t.into = when
 		}
 	}
 	return q, nil
 }
 
-// parseWhen reads "1h", "30m", "7d" (ago) or an RFC 3339 time.
-func parseWhen(v string, now time.Time) (time.Time, error) {
-	if strings.HasSuffix(v, "d") {
-		if n, err := strconv.Atoi(strings.TrimSuffix(v, "d")); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(v); err == nil {
-		if d < 0 {
-			d = -d
-		}
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("%q is neither a duration (1h, 30m, 7d) nor an RFC 3339 time", v)
-}
-
 func runActivityList(c *cli.Context) error {
+	if c.NArg() == 1 && c.Command.Name == "activity" {
+		if _, err := strconv.ParseInt(c.Args().First(), 10, 64); err == nil {
+			return runActivityShow(c) // 'mcpx activity ID' is 'mcpx activity show ID'
+		}
+	}
 	if c.NArg() > 0 {
-		return usageErr("unknown activity subcommand %q (list, show, follow, export, summary)", c.Args().First())
+		return usageErr("unknown activity subcommand %q (list, show, follow, export, summary)%s", c.Args().First(),
+			editdistance.DidYouMean(c.Args().First(), []string{"list", "show", "follow", "export", "summary"}))
 	}
 	if _, err := format(c); err != nil {
 		return err
@@ -166,15 +160,22 @@ func runActivityList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	q.Set("limit", strconv.Itoa(c.Int("limit")))
-	var recs []activity.Record
-	if err := newClient(c).Do(c.Context, http.MethodGet, "/v1/activity?"+q.Encode(), nil, &recs); err != nil {
-		return daemonErr(err)
+	filtered := q.Values()
+	q.Limit = c.Int("limit")
+	recs, err := newClient(c).Activity(c.Context, q)
+	if err != nil {
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			recs, err = r.Activity(c.Context, q)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	on := colorEnabled(c)
 	return render(c, recs, func(w io.Writer) error {
 		if len(recs) == 0 {
-			if len(q) > 1 {
+			if len(filtered) > 0 {
 				fmt.Fprintln(w, "No calls match these filters.")
 			} else {
 				fmt.Fprintln(w, "No calls recorded yet.")
@@ -208,14 +209,14 @@ func domainColor(domain string) string {
 	return ""
 }
 
-func activityRow(r activity.Record) []string {
+func activityRow(r api.ActivityRecord) []string {
 	httpStatus := "-"
 	if r.UpstreamHTTPStatus != 0 {
 		httpStatus = strconv.Itoa(r.UpstreamHTTPStatus)
 	}
 	return []string{
 		strconv.FormatInt(r.ID, 10),
-		r.Time.Local().Format("2006-01-02 15:04:05"),
+		tableTime(r.Time),
 		r.Server, r.Tool, r.Status,
 		dash(r.ErrorClass), dash(r.FaultDomain), httpStatus,
 		fmt.Sprintf("%.1fms", r.DurationMS),
@@ -240,9 +241,15 @@ func runActivityShow(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	var r activity.Record
-	if err := newClient(c).Do(c.Context, http.MethodGet, fmt.Sprintf("/v1/activity/%d", id), nil, &r); err != nil {
-		return daemonErr(err)
+	r, err := newClient(c).ActivityRecord(c.Context, id)
+	if err != nil {
+		err = fromRecord(c, err, func(rec *proxyd.Record) (err error) {
+			r, err = rec.ActivityRecord(c.Context, id)
+			return err
+		})
+	}
+	if err != nil {
+		return err
 	}
 	return render(c, r, func(w io.Writer) error {
 		row := func(k, v string) {
@@ -251,7 +258,7 @@ func runActivityShow(c *cli.Context) error {
 			}
 		}
 		row("id", strconv.FormatInt(r.ID, 10))
-		row("time", r.Time.Format(time.RFC3339Nano))
+		row("time", tableTime(r.Time))
 		row("server", r.Server)
 		row("tool", r.Tool)
 		row("status", r.Status)
@@ -262,7 +269,7 @@ func runActivityShow(c *cli.Context) error {
 			row("upstream http status", strconv.Itoa(r.UpstreamHTTPStatus))
 		}
 		row("reason", r.Reason)
-		if e := strings.TrimSpace(sanitize(r.Error)); e != "" {
+		if e := strings.TrimSpace(redact.Control(r.Error)); e != "" {
 			// Upstream error bodies span lines: keep them under the label.
 			row("error", strings.ReplaceAll(e, "\n", "\n"+strings.Repeat(" ", 23)))
 		}
@@ -273,6 +280,12 @@ func runActivityShow(c *cli.Context) error {
 		row("session re-init", yesNo(r.Reinit))
 		row("retried", yesNo(r.Retried))
 		row("token refresh", yesNo(r.TokenRefresh))
+		if r.Progress > 0 {
+			row("progress", strconv.Itoa(r.Progress)+" notifications")
+		}
+		if r.Inputs != "" {
+			row("input requests", redact.Control(r.Inputs))
+		}
 		return nil
 	})
 }
@@ -295,41 +308,60 @@ func runActivityFollow(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// --until ends the follow at that time; one already past is a mistake.
+	if !q.Until.IsZero() {
+		if !q.Until.After(time.Now()) {
+			return usageErr("--until %s is not in the future: follow prints records as they come (give a time ahead, e.g. --until +10m)", c.String("until"))
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, q.Until)
+		defer cancel()
+		q.Until = time.Time{}
+	}
 	if f == "table" {
 		errorf(c, "following activity (Ctrl-C to stop)\n")
 	}
 	on := colorEnabled(c)
 	w := c.App.Writer
-	err = newClient(c).Stream(ctx, http.MethodGet, "/v1/activity/follow?"+q.Encode(), nil, func(line []byte) error {
+	st, err := newClient(c).FollowActivity(ctx, q)
+	if err != nil {
+		return daemonErr(err)
+	}
+	defer st.Close()
+	for {
+		r, err := st.Next()
+		if errors.Is(err, io.EOF) || ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return daemonErr(err)
+		}
 		switch f {
 		case "json":
-			_, err := fmt.Fprintf(w, "%s\n", line)
-			return err
-		case "yaml":
-			b, err := toYAML(json.RawMessage(line))
+			b, err := machineJSON(r)
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(w, "---\n%s", b)
-			return err
+			fmt.Fprintf(w, "%s\n", b)
+		case "yaml":
+			b, err := toYAML(r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "---\n%s", b)
+		default:
+			fmt.Fprintln(w, color(on && domainColor(r.FaultDomain) != "", domainColor(r.FaultDomain), strings.Join(activityRow(r), "  ")))
 		}
-		var r activity.Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintln(w, color(on && domainColor(r.FaultDomain) != "", domainColor(r.FaultDomain), strings.Join(activityRow(r), "  ")))
-		return err
-	})
-	if ctx.Err() != nil {
-		return nil
 	}
-	return daemonErr(err)
 }
 
 func runActivityExport(c *cli.Context) error {
-	fmtName := c.String("format")
-	if fmtName != "jsonl" && fmtName != "csv" {
-		return usageErr("--format %q: use jsonl or csv", fmtName)
+	fmtName := strings.ToLower(c.String("output"))
+	if fmtName == "jsonl" {
+		fmtName = "json"
+	}
+	if !slices.Contains([]string{"json", "csv", "yaml", "table"}, fmtName) {
+		return usageErr("-o %q: use json (JSON lines), csv, yaml or table", c.String("output"))
 	}
 	q, err := activityQuery(c, time.Now())
 	if err != nil {
@@ -341,31 +373,68 @@ func runActivityExport(c *cli.Context) error {
 		cw = csv.NewWriter(w)
 		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error", "replica"})
 	}
-	cl := newClient(c)
-	err = cl.Stream(c.Context, http.MethodGet, "/v1/activity/export?"+q.Encode(), nil, func(line []byte) error {
-		if cw == nil {
-			_, err := fmt.Fprintf(w, "%s\n", line)
+	write := func(r api.ActivityRecord) error {
+		switch fmtName {
+		case "json":
+			b, err := machineJSON(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "%s\n", b)
 			return err
-		}
-		var r activity.Record
-		if err := json.Unmarshal(line, &r); err != nil {
+		case "yaml":
+			b, err := toYAML(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(w, "---\n%s", b)
+			return err
+		case "table":
+			_, err := fmt.Fprintln(w, strings.Join(activityRow(r), "  "))
 			return err
 		}
 		return cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
 			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
 			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica})
-	})
+	}
+	st, err := newClient(c).ExportActivity(c.Context, q)
+	if err != nil {
+		return fromRecord(c, err, func(rec *proxyd.Record) error {
+			if err := rec.ExportActivity(c.Context, q, write); err != nil {
+				return err
+			}
+			if cw != nil {
+				cw.Flush()
+				return cw.Error()
+			}
+			return nil
+		})
+	}
+	defer st.Close()
+	for {
+		r, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return daemonErr(err)
+		}
+		if err := write(r); err != nil {
+			return err
+		}
+	}
 	if cw != nil {
 		cw.Flush()
+		return cw.Error()
 	}
-	return daemonErr(err)
+	return nil
 }
 
 func runActivitySummary(c *cli.Context) error {
 	by, ok := summaryBy[c.String("by")]
 	if !ok {
-		return usageErr("--by %q: use server, tool, class, domain or replica", c.String("by"))
+		return usageErr("--by %q: use server, tool, class, domain or replica (or %s)", c.String("by"), strings.Join(api.SummaryGroups, ", "))
 	}
 	f, err := format(c)
 	if err != nil {
@@ -377,29 +446,39 @@ func runActivitySummary(c *cli.Context) error {
 		return err
 	}
 	// The summary and its charts read the same window.
-	if q.Get("until") == "" {
-		q.Set("until", now.UTC().Format(time.RFC3339Nano))
+	if q.Until.IsZero() {
+		q.Until = now
 	}
 	charts := c.Bool("charts")
 	if !c.IsSet("charts") {
 		charts = f == "table"
 	}
-	q.Set("by", by)
-	var rows []activity.SummaryRow
-	if err := newClient(c).Do(c.Context, http.MethodGet, "/v1/activity/summary?"+q.Encode(), nil, &rows); err != nil {
-		return daemonErr(err)
+	client := newClient(c)
+	rows, err := client.ActivitySummary(c.Context, q, by)
+	if err == nil {
+		return printSummary(c, q, by, rows, charts, func(fn func(api.ActivityRecord) error) error {
+			return daemonErr(streamEach(client.ExportActivity(c.Context, q))(fn))
+		})
 	}
+	// Without the daemon, the summary and its charts both come from its record.
+	return fromRecord(c, err, func(r *proxyd.Record) error {
+		rows, err := r.ActivitySummary(c.Context, q, by)
+		if err != nil {
+			return err
+		}
+		return printSummary(c, q, by, rows, charts, func(fn func(api.ActivityRecord) error) error {
+			return r.ExportActivity(c.Context, q, fn)
+		})
+	})
+}
+
+// printSummary renders the summary's rows, with their charts (read from
+// export) when charts is set.
+func printSummary(c *cli.Context, q api.ActivityQuery, by string, rows []api.ActivitySummaryRow, charts bool, export func(func(api.ActivityRecord) error) error) error {
 	var withCharts []*summaryRow
 	if charts && len(rows) > 0 {
-		since, _ := time.Parse(time.RFC3339Nano, q.Get("since"))
-		until, _ := time.Parse(time.RFC3339Nano, q.Get("until"))
-		eq := url.Values{}
-		for k, v := range q {
-			if k != "by" {
-				eq[k] = v
-			}
-		}
-		if withCharts, err = summaryCharts(c, eq, by, rows, since, until); err != nil {
+		var err error
+		if withCharts, err = summaryCharts(export, by, rows, q.Since, q.Until); err != nil {
 			return err
 		}
 	}
@@ -422,4 +501,40 @@ func runActivitySummary(c *cli.Context) error {
 		printSummaryCharts(w, withCharts)
 		return nil
 	})
+}
+
+// parseWhen reads a --since/--until value: a duration before now ("90s",
+// "1h", "2d" for days) or an RFC 3339 time (with or without fractional
+// seconds, or a bare date).
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(d); err == nil && n >= 0 && strconv.Itoa(n) == d {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if ahead, ok := strings.CutPrefix(s, "+"); ok {
+		if d, err := time.ParseDuration(ahead); err == nil && d >= 0 {
+			return now.Add(d), nil
+		}
+		return time.Time{}, fmt.Errorf("time %q: +DURATION counts forward from now, e.g. +10m", s)
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("time %q: durations count back from now and must not be negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	// RFC 3339 with or without the offset (then local time), and the form
+	// the tables print ("2026-01-02 15:04:05 +01:00").
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05 Z07:00",
+		"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("time %q: want a duration such as 30m, 1h or 7d, or a time such as 2026-01-02T15:04:05Z, 2026-01-02T15:04:05 (local) or 2026-01-02 15:04:05 +01:00 (as tables print it)", s)
 }

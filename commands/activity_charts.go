@@ -1,20 +1,18 @@
 package commands
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/mcpx-dev/mcpx/internal/chart"
-	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
-// summaryBy maps --by's short names to the summary's groupings.
+// summaryBy maps --by's short names (and api.SummaryGroups themselves)
+// to the summary's groupings.
 var summaryBy = map[string]string{
 	"server": "server", "tool": "tool",
 	"class": "error_class", "error_class": "error_class",
@@ -26,9 +24,9 @@ var summaryBy = map[string]string{
 const chartBuckets = 30
 
 // summaryRow is a summary group with its charts' data (additive to
-// activity.SummaryRow: the same fields first).
+// api.ActivitySummaryRow: the same fields first).
 type summaryRow struct {
-	activity.SummaryRow
+	api.ActivitySummaryRow
 	P50MS   float64        `json:"p50_ms"`
 	P90MS   float64        `json:"p90_ms"`
 	P99MS   float64        `json:"p99_ms"`
@@ -46,14 +44,14 @@ type timeSeries struct {
 	Errors       []int     `json:"errors"`
 }
 
-// summaryCharts reads every record the summary counted (the same filter,
-// pinned to the same window) and adds each group's latency histogram and
-// calls and failures per time bucket.
-func summaryCharts(c *cli.Context, q url.Values, by string, rows []activity.SummaryRow, since, until time.Time) ([]*summaryRow, error) {
+// summaryCharts reads every record the summary counted (export: the same
+// filter, pinned to the same window) and adds each group's latency
+// histogram and calls and failures per time bucket.
+func summaryCharts(export func(func(api.ActivityRecord) error) error, by string, rows []api.ActivitySummaryRow, since, until time.Time) ([]*summaryRow, error) {
 	out := make([]*summaryRow, len(rows))
 	byKey := map[string]*summaryRow{}
 	for i, r := range rows {
-		out[i] = &summaryRow{SummaryRow: r}
+		out[i] = &summaryRow{ActivitySummaryRow: r}
 		byKey[r.Key] = out[i]
 	}
 	type point struct {
@@ -62,11 +60,7 @@ func summaryCharts(c *cli.Context, q url.Values, by string, rows []activity.Summ
 		failed bool
 	}
 	var points []point
-	err := newClient(c).Stream(c.Context, http.MethodGet, "/v1/activity/export?"+q.Encode(), nil, func(line []byte) error {
-		var r activity.Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			return fmt.Errorf("decoding an activity record: %w", err)
-		}
+	err := export(func(r api.ActivityRecord) error {
 		if since.IsZero() && len(points) == 0 {
 			since = r.Time
 		}
@@ -75,11 +69,11 @@ func summaryCharts(c *cli.Context, q url.Values, by string, rows []activity.Summ
 			return nil // a record newer than the summary
 		}
 		g.hist.Add(r.DurationMS)
-		points = append(points, point{r.Time, groupKey(r, by), r.Status == activity.StatusError})
+		points = append(points, point{r.Time, groupKey(r, by), r.Status == api.StatusError})
 		return nil
 	})
 	if err != nil {
-		return nil, daemonErr(err)
+		return nil, err
 	}
 	if since.IsZero() || !until.After(since) {
 		since = until.Add(-time.Minute)
@@ -102,7 +96,7 @@ func summaryCharts(c *cli.Context, q url.Values, by string, rows []activity.Summ
 }
 
 // groupKey is the record's value of the summary's grouping.
-func groupKey(r activity.Record, by string) string {
+func groupKey(r api.ActivityRecord, by string) string {
 	switch by {
 	case "tool":
 		return r.Tool
@@ -121,7 +115,7 @@ func printSummaryCharts(w io.Writer, rows []*summaryRow) {
 	for _, g := range rows {
 		s := g.Series
 		width := time.Duration(s.WidthSeconds * float64(time.Second)).Round(time.Second)
-		fmt.Fprintf(w, "\n%s: %d calls, %d failed (%s to %s, one column = %s)\n", sanitize(dash(g.Key)), g.Calls, g.Failed,
+		fmt.Fprintf(w, "\n%s: %d calls, %d failed (%s to %s, one column = %s)\n", redact.Control(dash(g.Key)), g.Calls, g.Failed,
 			s.Start.Local().Format("2006-01-02 15:04"), s.Start.Add(time.Duration(len(s.Calls))*width).Local().Format("15:04"), width)
 		fmt.Fprintf(w, "  calls    %s  max %d\n", chart.Sparkline(floats(s.Calls)), maxInt(s.Calls))
 		fmt.Fprintf(w, "  failed   %s  max %d\n", chart.Sparkline(floats(s.Errors)), maxInt(s.Errors))
@@ -145,4 +139,28 @@ func maxInt(v []int) int {
 		m = max(m, x)
 	}
 	return m
+}
+
+// streamEach passes every value of an opened stream to fn until the
+// stream ends (nil), fn fails or the stream breaks; open is the result
+// of an api.Client stream method.
+func streamEach[T any](st *api.Stream[T], err error) func(fn func(T) error) error {
+	return func(fn func(T) error) error {
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for {
+			v, err := st.Next()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 )
@@ -24,55 +25,66 @@ Start here:
    mcpx connect-info                 how to point an MCP client at proxyd
 
 Global flags (--socket, --config, --state-dir, --no-color) may stand before
-or after the command. Exit codes are stable: see the README.`
+or after the command. Exit codes are stable: 'mcpx help exit-codes'.`
 
-// commandList is every top-level command, in help order.
-func commandList() []*cli.Command {
-	return []*cli.Command{
-		upCommand,
-		downCommand,
-		proxydCommand,
-		statusCommand,
-		serversCommand,
-		toolsCommand,
-		callCommand,
-		reloadCommand,
-		connectInfoCommand,
-		stdioCommand,
-		activityCommand,
-		healthCommand,
-		completionCommand,
-	}
+// Help categories of 'mcpx help'.
+const (
+	catDaemon   = "Daemon"
+	catServers  = "Servers and tools"
+	catDiagnose = "Diagnose"
+	catSignIn   = "Sign-in"
+	catShell    = "Shell"
+)
+
+// commands is every top-level command, in help order, with its category:
+// the one place a command is registered.
+var commands = []struct {
+	cmd      *cli.Command
+	category string
+}{
+	{upCommand, catDaemon},
+	{downCommand, catDaemon},
+	{proxydCommand, catDaemon},
+	{statusCommand, catDaemon},
+	{reloadCommand, catDaemon},
+	{serversCommand, catServers},
+	{toolsCommand, catServers},
+	{callCommand, catServers},
+	{resourcesCommand, catServers},
+	{readCommand, catServers},
+	{promptsCommand, catServers},
+	{promptCommand, catServers},
+	{rpcCommand, catServers},
+	{connectInfoCommand, catServers},
+	{stdioCommand, catServers},
+	{probeCommand, catDiagnose},
+	{topCommand, catDiagnose},
+	{activityCommand, catDiagnose},
+	{healthCommand, catDiagnose},
+	{drillCommand, catDiagnose},
+	{loginCommand, catSignIn},
+	{logoutCommand, catSignIn},
+	{authCommand, catSignIn},
+	{completionCommand, catShell},
+	{helpCommand, catShell},
 }
-
-// categories group the commands in 'mcpx help'.
-var categories = map[string]string{
-	"up": "Daemon", "down": "Daemon", "proxyd": "Daemon", "status": "Daemon", "reload": "Daemon",
-	"servers": "Servers and tools", "tools": "Servers and tools", "call": "Servers and tools",
-	"connect-info": "Servers and tools", "stdio": "Servers and tools",
-	"probe": "Diagnose", "top": "Diagnose", "activity": "Diagnose", "health": "Diagnose", "drill": "Diagnose",
-	"login": "Sign-in", "logout": "Sign-in", "auth": "Sign-in",
-	"completion": "Shell",
-}
-
-// extraCommands are registered by other files of the package (probe,
-// login, drills) through their init functions.
-var extraCommands []*cli.Command
 
 // New builds the command tree. Tests run it in-process.
 func New(stdout, stderr io.Writer) *cli.App {
 	var cmds []*cli.Command
-	for _, c := range append(commandList(), extraCommands...) {
-		cc := cloneCommand(c)
-		cc.Category = categories[cc.Name]
+	for _, c := range commands {
+		cc := cloneCommand(c.cmd)
+		cc.Category = c.category
 		cmds = append(cmds, cc)
 	}
 	app := &cli.App{
-		Name:                   "mcpx",
-		Usage:                  "ops and diagnostics for MCP connections",
-		Description:            appDescription,
-		Version:                Version,
-		Flags:                  globalFlags,
+		Name:        "mcpx",
+		Usage:       "ops and diagnostics for MCP connections",
+		Description: appDescription,
+		Version:     Version,
+		// The help command is ours (help topics), so urfave/cli adds no
+		// --help flag of its own at the top.
+		Flags:                  append(slices.Clip(globalFlags), cli.HelpFlag, cli.VersionFlag),
 		Commands:               cmds,
 		EnableBashCompletion:   true,
 		UseShortOptionHandling: false,
@@ -98,6 +110,9 @@ func cloneCommand(c *cli.Command) *cli.Command {
 	cp := *c
 	cp.Flags = append([]cli.Flag(nil), c.Flags...)
 	cp.Subcommands = nil
+	// 'mcpx help COMMAND' and --help serve; a 'help' subcommand under
+	// every group would only clutter help and completion.
+	cp.HideHelpCommand = true
 	for _, s := range c.Subcommands {
 		cp.Subcommands = append(cp.Subcommands, cloneCommand(s))
 	}
@@ -114,7 +129,10 @@ func propagateUsageErrors(c *cli.Command) {
 // Main runs mcpx with os.Args and returns the process exit code.
 func Main() int {
 	app := New(os.Stdout, os.Stderr)
-	err := app.RunContext(context.Background(), normalizeArgs(app, os.Args))
+	args, err := preflight(app, os.Args)
+	if err == nil {
+		err = app.RunContext(context.Background(), normalizeArgs(app, args))
+	}
 	if err != nil && !IsSilent(err) {
 		fmt.Fprintf(os.Stderr, "mcpx: %v\n", err)
 	}

@@ -1,6 +1,13 @@
 package commands
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -194,4 +201,176 @@ func isHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// maxArgumentsFile bounds @FILE and stdin arguments.
+const maxArgumentsFile = 16 << 20
+
+// callArguments builds a tool's arguments object from the command line:
+// one JSON object (inline, @FILE, or - for stdin), or KEY=VALUE pairs
+// (positional or --arg) whose values are typed by the tool's input schema:
+// a string property takes "123" as a string, a number property 123 as a
+// number; keys the schema does not describe take JSON when it parses. A
+// key given twice is an error. Every error is a usage error.
+func callArguments(c *cli.Context, server, tool string, pos, flags []string) (json.RawMessage, error) {
+	return parseArguments(pos, flags, func() map[string][]string { return toolProperties(c, server, tool) }, c.App.Reader)
+}
+
+// parseArguments is callArguments with the schema's property types from
+// props (asked once, only for KEY=VALUE pairs) and stdin for "-".
+func parseArguments(pos, flags []string, props func() map[string][]string, stdin io.Reader) (json.RawMessage, error) {
+	if jsonArgument(pos, flags) {
+		raw, err := readJSONArgument(stdin, pos[0])
+		if err != nil {
+			return nil, exitErr(ExitUsage, err)
+		}
+		return raw, nil
+	}
+	pairs := append(append([]string{}, pos...), flags...)
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	var types map[string][]string
+	schemaKnown := false
+	m := map[string]json.RawMessage{}
+	for _, kv := range pairs {
+		if kv == "-" || strings.HasPrefix(kv, "@") || strings.HasPrefix(strings.TrimSpace(kv), "{") {
+			return nil, usageErr("give arguments as one JSON object (inline, @FILE or -) or as KEY=VALUE pairs, not both")
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErr("argument %q is not KEY=VALUE (or pass one JSON object, @FILE or - for stdin)", kv)
+		}
+		if _, dup := m[k]; dup {
+			return nil, usageErr("argument %q is given twice", k)
+		}
+		if !schemaKnown {
+			types, schemaKnown = props(), true
+		}
+		m[k] = typedValue(v, types[k])
+	}
+	return json.Marshal(m)
+}
+
+// jsonArgument: the arguments are one JSON object (inline, @FILE or -),
+// sent as written; KEY=VALUE pairs are typed and checked by the schema.
+func jsonArgument(pos, flags []string) bool {
+	return len(pos) == 1 && len(flags) == 0 && (pos[0] == "-" || strings.HasPrefix(pos[0], "@") || strings.HasPrefix(strings.TrimSpace(pos[0]), "{"))
+}
+
+// readJSONArgument reads the JSON object of an inline argument, @FILE or -.
+func readJSONArgument(stdin io.Reader, a string) (json.RawMessage, error) {
+	var raw []byte
+	switch {
+	case a == "-":
+		b, err := io.ReadAll(io.LimitReader(stdin, maxArgumentsFile+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading the arguments from stdin: %w", err)
+		}
+		raw = b
+		a = "stdin"
+	case strings.HasPrefix(a, "@"):
+		f, err := os.Open(a[1:])
+		if err != nil {
+			return nil, fmt.Errorf("arguments file: %w", err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, maxArgumentsFile+1))
+		if err != nil {
+			return nil, fmt.Errorf("arguments file: %w", err)
+		}
+		raw = b
+		a = a[1:]
+	default:
+		raw = []byte(a)
+		a = "the argument"
+	}
+	if len(raw) > maxArgumentsFile {
+		return nil, fmt.Errorf("arguments in %s exceed %d MiB", a, maxArgumentsFile>>20)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		if err == nil {
+			err = errors.New("null")
+		}
+		return nil, fmt.Errorf("arguments in %s are not a JSON object: %v", a, err)
+	}
+	return json.RawMessage(bytes.TrimSpace(raw)), nil
+}
+
+// toolProperties maps each property of the tool's input schema to its JSON
+// types, asking proxyd; empty when it cannot tell (proxyd down, an unknown
+// tool: the call then says why).
+func toolProperties(c *cli.Context, server, tool string) map[string][]string {
+	tools, err := newClient(c).Tools(c.Context, server)
+	if err != nil {
+		return nil
+	}
+	for _, t := range tools {
+		if (server == "" && t.Exposed == tool) || (server != "" && (t.Name == tool || t.Exposed == tool)) {
+			return schemaTypes(t.InputSchema)
+		}
+	}
+	return nil
+}
+
+// schemaTypes reads the top-level properties' "type" (a name or a list).
+func schemaTypes(schema json.RawMessage) map[string][]string {
+	var s struct {
+		Properties map[string]struct {
+			Type json.RawMessage `json:"type"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for name, p := range s.Properties {
+		var one string
+		var many []string
+		switch {
+		case json.Unmarshal(p.Type, &one) == nil && one != "":
+			out[name] = []string{one}
+		case json.Unmarshal(p.Type, &many) == nil:
+			out[name] = many
+		}
+	}
+	return out
+}
+
+// typedValue is v as JSON of one of types: a string stays a string when the
+// property takes strings; otherwise v is read as JSON when it parses as a
+// value of an allowed type (or of any type, when none is known).
+func typedValue(v string, types []string) json.RawMessage {
+	asString := func() json.RawMessage { b, _ := json.Marshal(v); return b }
+	if slices.Contains(types, "string") {
+		return asString()
+	}
+	var x any
+	if v == "" || json.Unmarshal([]byte(v), &x) != nil {
+		return asString()
+	}
+	if len(types) == 0 {
+		return json.RawMessage(v)
+	}
+	var got string
+	switch x.(type) {
+	case nil:
+		got = "null"
+	case bool:
+		got = "boolean"
+	case float64:
+		got = "number"
+	case string:
+		got = "string"
+	case []any:
+		got = "array"
+	case map[string]any:
+		got = "object"
+	}
+	if slices.Contains(types, got) || (got == "number" && slices.Contains(types, "integer")) {
+		return json.RawMessage(v)
+	}
+	// Not of an allowed type: sent as a string, the schema check says why.
+	return asString()
 }

@@ -1,9 +1,12 @@
 package commands
 
 import (
+	"encoding/json"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestNormalizeArgs(t *testing.T) {
@@ -64,22 +67,70 @@ func TestCallArguments(t *testing.T) {
 		err        bool
 	}{
 		{[]string{`{"a": 1}`}, nil, `{"a": 1}`, false},
-		{[]string{"a=2", "b=x"}, nil, `{"a":2,"b":"x"}`, false},
-		{nil, []string{`q=oauth refresh`, "n=true"}, `{"n":true,"q":"oauth refresh"}`, false},
+		{[]string{"x=2", "y=x"}, nil, `{"x":2,"y":"x"}`, false},
+		{nil, []string{`q=oauth refresh`, "t=true"}, `{"q":"oauth refresh","t":true}`, false},
 		{[]string{"obj={\"k\":1}"}, nil, `{"obj":{"k":1}}`, false},
 		{[]string{"novalue"}, nil, "", true},
 		{[]string{`{"a": 1}`}, []string{"b=2"}, "", true},
 		{[]string{`{not json`}, nil, "", true},
 		{nil, nil, "", false},
+		// Typed by the schema: a string property keeps "123" a string.
+		{[]string{"s=123", "n=7", "i=8", "b=true", "u=9"}, nil, `{"b":true,"i":8,"n":7,"s":"123","u":9}`, false},
+		{[]string{"s=null", "n=abc"}, nil, `{"n":"abc","s":"null"}`, false},
+		{[]string{"o={\"k\":1}", "a=[1]"}, nil, `{"a":[1],"o":{"k":1}}`, false},
+		{[]string{"o=[1]"}, nil, `{"o":"[1]"}`, false},
+		{[]string{"a=1", "a=2"}, nil, "", true},
+		{[]string{"a=1"}, []string{"a=2"}, "", true},
+		{[]string{"-"}, nil, `{"from":"stdin"}`, false},
+		{[]string{"@testdata/args.json"}, nil, `{"from": "file"}`, false},
+		{[]string{"@testdata/missing.json"}, nil, "", true},
+		{[]string{"@testdata/args.json", "a=1"}, nil, "", true},
+		{[]string{"a=1", "-"}, nil, "", true},
+	}
+	props := func() map[string][]string {
+		return schemaTypes(json.RawMessage(`{"type":"object","properties":{"s":{"type":"string"},"n":{"type":"number"},"i":{"type":"integer"},"b":{"type":"boolean"},"o":{"type":"object"},"a":{"type":["array","null"]}}}`))
 	}
 	for _, tt := range tests {
-		got, err := callArguments(tt.pos, tt.flags)
+		got, err := parseArguments(tt.pos, tt.flags, props, strings.NewReader(`{"from":"stdin"}`))
+		if err != nil && ExitCode(err) != ExitUsage {
+			t.Errorf("%q: exit %d, want usage", tt.pos, ExitCode(err))
+		}
 		if (err != nil) != tt.err {
 			t.Errorf("callArguments(%q, %q) error %v", tt.pos, tt.flags, err)
 			continue
 		}
 		if string(got) != tt.want {
 			t.Errorf("callArguments(%q, %q) = %s, want %s", tt.pos, tt.flags, got, tt.want)
+		}
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in      string
+		want    time.Time
+		wantErr bool
+	}{
+		{"", time.Time{}, false},
+		{"1h", now.Add(-time.Hour), false},
+		{"90s", now.Add(-90 * time.Second), false},
+		{"7d", now.Add(-7 * 24 * time.Hour), false},
+		{"2026-11-29T08:00:00Z", time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), false},
+		{"2026-11-29T08:00:00.5+01:00", time.Date(2026, 11, 29, 7, 0, 0, 500_000_000, time.UTC), false},
+		{"2026-11-29", time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC), false},
+		{"-1h", time.Time{}, true},
+		{"+10m", now.Add(10 * time.Minute), false},
+		{"2026-11-29T08:00:00", time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), false},
+		{"2026-11-29 08:00:00 +01:00", time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC), false},
+		{"2026-11-29 08:00", time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), false},
+		{"yesterday", time.Time{}, true},
+		{"1.5d", time.Time{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseWhen(tt.in, now)
+		if (err != nil) != tt.wantErr || !got.Equal(tt.want) {
+			t.Errorf("parseWhen(%q) = %v, %v; want %v (error %v)", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
 }

@@ -1,38 +1,60 @@
 package commands
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 var callCommand = &cli.Command{
 	Name:      "call",
 	Usage:     "call a tool through proxyd and print its result",
-	ArgsUsage: "[SERVER] TOOL [JSON | KEY=VALUE ...]",
+	ArgsUsage: "[SERVER | URL] TOOL [JSON | @FILE | - | KEY=VALUE ...] [-- COMMAND [ARGS...]]",
 	Description: `Calls TOOL on SERVER through proxyd (recorded in the activity log like any
 call). TOOL is the server's own name for it or the name MCP clients see
 (see 'mcpx tools'); that exposed name also works alone, without SERVER.
-Arguments are one JSON object, or KEY=VALUE pairs (positional or
-with --arg) whose VALUE is read as JSON when it parses (numbers, true,
-{"a":1}) and as a string otherwise. Exits 4 when the call fails or the
-tool reports isError, printing the error class and fault domain.
+Arguments are one JSON object (inline, @FILE, or - for stdin), or
+KEY=VALUE pairs (positional or with --arg) typed by the tool's input
+schema: a string property takes "123" as a string, a number property as
+a number; other VALUEs are read as JSON when they parse. A key given twice
+is an error. proxyd checks KEY=VALUE arguments against the schema before
+sending: a mismatch exits 2 (error_class proxy_policy, fault_domain
+client) in the schema's words. A JSON object is sent as written. Exits 4 when the call fails or the tool
+reports isError, printing the error class and fault domain; 8 when there
+is no such server or tool.
+
+While the call runs, the upstream's progress shows on stderr (a bar on a
+terminal, plain lines otherwise, nothing with -o json or yaml) and so do
+its log messages. When the upstream asks for input (elicitation), a
+terminal asks you field by field; scripts answer with --elicit decline,
+cancel, defaults (the schema's defaults) or @FILE (a JSON answer: the
+content, or a whole result with "action"). Without a terminal or --elicit
+the request is cancelled. A request for an LLM completion (sampling) is
+refused: mcpx call has no model. Ctrl-C cancels the call upstream and
+exits 130 once proxyd confirms; a second Ctrl-C exits at once.
+
+A one-shot target needs no config entry: 'mcpx call URL TOOL ...', or a
+stdio server's command after '--' ('mcpx call TOOL K=V -- npx server').
+It runs through proxyd when it is up (recorded as an ad-hoc server) and
+in-process otherwise, as stderr says.
 
 Examples:
    mcpx call fixture echo text=hello
    mcpx call fixture__echo text=hello
    mcpx call fixture add '{"a": 2, "b": 3}' -o json
-   mcpx call docs search --arg query="oauth refresh" --timeout 10s`,
+   mcpx call docs search --arg query="oauth refresh" --timeout 10s
+   mcpx call everything trigger-elicitation-request --elicit @answer.json`,
 	Flags: []cli.Flag{
 		outputFlag,
 		&cli.StringSliceFlag{Name: "arg", Aliases: []string{"a"}, Usage: "argument `KEY=VALUE` (repeatable)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "call timeout (default: the server's configured timeout, 60s)"},
+		saveFlag,
+		&cli.StringFlag{Name: "elicit", Usage: "answer the upstream's requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)"},
 	},
 	BashComplete: completeServers,
 	Action:       runCall,
@@ -45,38 +67,50 @@ func runCall(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
+	if t, rest := adHocTarget(c, c.Args().Slice()); t != nil {
+		return runCallAdHoc(c, t, rest)
+	}
 	// One name alone is the exposed name; so is a name followed by
 	// arguments, which always hold '=' or are a JSON object.
 	names := 2
 	if c.NArg() == 1 || isArgument(c.Args().Get(1)) {
 		names = 1
 	}
-	args, err := callArguments(c.Args().Slice()[names:], c.StringSlice("arg"))
-	if err != nil {
-		return exitErr(ExitUsage, err)
-	}
-	req := api.CallRequest{Tool: c.Args().Get(0), Arguments: args}
+	req := api.CallRequest{Tool: c.Args().Get(0)}
 	if names == 2 {
 		req.Server, req.Tool = c.Args().Get(0), c.Args().Get(1)
 	}
+	args, err := callArguments(c, req.Server, req.Tool, c.Args().Slice()[names:], c.StringSlice("arg"))
+	if err != nil {
+		return err
+	}
+	req.Arguments = args
+	req.CheckSchema = !jsonArgument(c.Args().Slice()[names:], c.StringSlice("arg"))
 	if d := c.Duration("timeout"); d > 0 {
 		req.TimeoutMS = d.Milliseconds()
 	}
+	if p := c.String("elicit"); p != "" && p != "decline" && p != "cancel" && p != "defaults" && !strings.HasPrefix(p, "@") {
+		return usageErr("--elicit takes decline, cancel, defaults or @FILE, not %q", p)
+	}
 	cl := newClient(c)
 	cl.Timeout = 10 * time.Minute
-	res, err := cl.Call(c.Context, req)
+	res, cancelled, err := streamCall(c, cl, req)
 	if api.IsCode(err, api.CodeBadRequest) {
 		return exitErr(ExitUsage, err)
 	}
 	if err != nil {
 		return daemonErr(err)
 	}
-	if err := render(c, res, func(w io.Writer) error { return printCallResult(w, res) }); err != nil {
+	if cancelled && res.Error != nil && res.Error.ErrorClass == "cancelled" {
+		errorf(c, "call cancelled (the upstream was told)\n")
+		return silentExit(ExitInterrupted)
+	}
+	if err := render(c, res, func(w io.Writer) error { return printToolResult(w, res.Result, c.String("save")) }); err != nil {
 		return err
 	}
 	if res.Error != nil {
 		if f, _ := format(c); f == "table" {
-			errorf(c, "call failed: %s\n  error_class=%s fault_domain=%s", sanitize(res.Error.Message), res.Error.ErrorClass, res.Error.FaultDomain)
+			errorf(c, "call failed: %s%s\n  error_class=%s fault_domain=%s", redact.Control(dedupeChain(res.Error.Message)), timeoutFlag(c, res.Error), res.Error.ErrorClass, res.Error.FaultDomain)
 			if res.Error.UpstreamHTTPStatus != 0 {
 				errorf(c, " upstream_http_status=%d", res.Error.UpstreamHTTPStatus)
 			}
@@ -85,10 +119,7 @@ func runCall(c *cli.Context) error {
 				errorf(c, "  reason: %s\n", res.Error.Reason)
 			}
 		}
-		if res.Error.ErrorClass == "auth" {
-			return silentExit(ExitAuthRequired)
-		}
-		return silentExit(ExitCallFailed)
+		return silentExit(callExit(res.Error))
 	}
 	if res.IsError {
 		if f, _ := format(c); f == "table" {
@@ -99,83 +130,8 @@ func runCall(c *cli.Context) error {
 	return nil
 }
 
-// isArgument tells a call argument (KEY=VALUE or a JSON object) from a
-// tool name.
+// isArgument tells a call argument (KEY=VALUE, a JSON object, @FILE or -
+// for stdin) from a tool name.
 func isArgument(s string) bool {
-	return strings.Contains(s, "=") || strings.HasPrefix(strings.TrimSpace(s), "{")
-}
-
-// callArguments builds the arguments object from a JSON object or
-// KEY=VALUE pairs.
-func callArguments(pos, flags []string) (json.RawMessage, error) {
-	if len(pos) == 1 && strings.HasPrefix(strings.TrimSpace(pos[0]), "{") {
-		if len(flags) > 0 {
-			return nil, fmt.Errorf("give arguments as one JSON object or as KEY=VALUE pairs, not both")
-		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(pos[0]), &m); err != nil {
-			return nil, fmt.Errorf("arguments are not a JSON object: %v", err)
-		}
-		return json.RawMessage(pos[0]), nil
-	}
-	m := map[string]json.RawMessage{}
-	for _, kv := range append(append([]string{}, pos...), flags...) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("argument %q is not KEY=VALUE (or pass one JSON object)", kv)
-		}
-		if json.Valid([]byte(v)) && v != "" {
-			m[k] = json.RawMessage(v)
-		} else {
-			b, _ := json.Marshal(v)
-			m[k] = b
-		}
-	}
-	if len(m) == 0 {
-		return nil, nil
-	}
-	return json.Marshal(m)
-}
-
-// printCallResult prints a result's content for people: text as text,
-// other content as a one-line summary, structured content as JSON.
-func printCallResult(w io.Writer, res *api.CallResponse) error {
-	if res.Result == nil {
-		return nil
-	}
-	var r struct {
-		Content []struct {
-			Type     string `json:"type"`
-			Text     string `json:"text"`
-			MimeType string `json:"mimeType"`
-			Resource *struct {
-				URI string `json:"uri"`
-			} `json:"resource"`
-		} `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-	}
-	if err := json.Unmarshal(res.Result, &r); err != nil {
-		fmt.Fprintln(w, prettyJSON(res.Result))
-		return nil
-	}
-	for _, c := range r.Content {
-		switch c.Type {
-		case "text":
-			fmt.Fprintln(w, sanitize(c.Text))
-		case "image", "audio":
-			fmt.Fprintf(w, "[%s content, %s]\n", c.Type, c.MimeType)
-		case "resource", "resource_link":
-			uri := ""
-			if c.Resource != nil {
-				uri = c.Resource.URI
-			}
-			fmt.Fprintf(w, "[%s %s]\n", c.Type, uri)
-		default:
-			fmt.Fprintf(w, "[%s content]\n", c.Type)
-		}
-	}
-	if len(r.StructuredContent) > 0 && string(r.StructuredContent) != "null" && len(r.Content) == 0 {
-		fmt.Fprintln(w, prettyJSON(r.StructuredContent))
-	}
-	return nil
+	return strings.Contains(s, "=") || strings.HasPrefix(strings.TrimSpace(s), "{") || s == "-" || strings.HasPrefix(s, "@")
 }

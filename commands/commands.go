@@ -23,20 +23,6 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
-// Exit codes. They are a contract (README "Exit codes"): never renumber.
-const (
-	ExitOK               = 0
-	ExitFailure          = 1 // any other error
-	ExitUsage            = 2 // bad flags, arguments or input
-	ExitProxydNotRunning = 3 // the command needs proxyd and none answers
-	ExitCallFailed       = 4 // mcpx call: the call failed or the tool returned isError
-	ExitDrillFailed      = 5 // a drill's verdict is FAIL
-	ExitAuthRequired     = 6 // not signed in / sign-in needed
-	ExitConfig           = 7 // the config file is invalid
-	// 10-18: mcpx probe result codes (see probe.ExitCode); 19:
-	// ExitProbeTargets (probe_batch.go).
-)
-
 // Version is set at build time (-ldflags "-X .../commands.Version=...").
 var Version = "dev"
 
@@ -112,30 +98,6 @@ func silentExit(code int) error { return &codedError{code: code, err: errSilent}
 
 var errSilent = errors.New("")
 
-// ExitCode maps an error returned by the app to the process exit code.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var coded *codedError
-	if errors.As(err, &coded) {
-		return coded.code
-	}
-	var ce cli.ExitCoder
-	if errors.As(err, &ce) {
-		// urfave/cli's own exits (an unknown command or help topic).
-		return ExitUsage
-	}
-	if api.IsNotRunning(err) {
-		return ExitProxydNotRunning
-	}
-	var cfgErr *config.Error
-	if errors.As(err, &cfgErr) {
-		return ExitConfig
-	}
-	return ExitFailure
-}
-
 // IsSilent reports whether err was already reported to the user.
 func IsSilent(err error) bool { return errors.Is(err, errSilent) }
 
@@ -169,9 +131,17 @@ func render(c *cli.Context, v any, table func(w io.Writer) error) error {
 	w := c.App.Writer
 	switch f {
 	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		b, err := machineJSON(v)
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := json.Indent(&out, b, "", "  "); err != nil {
+			return err
+		}
+		out.WriteByte('\n')
+		_, err = w.Write(out.Bytes())
+		return err
 	case "yaml":
 		b, err := toYAML(v)
 		if err != nil {
@@ -185,7 +155,7 @@ func render(c *cli.Context, v any, table func(w io.Writer) error) error {
 
 // toYAML converts through JSON so YAML keys match the JSON field names.
 func toYAML(v any) ([]byte, error) {
-	j, err := json.Marshal(v)
+	j, err := machineJSON(v)
 	if err != nil {
 		return nil, err
 	}
@@ -207,11 +177,13 @@ func newTable(w io.Writer, headers ...string) *table {
 		})),
 		tablewriter.WithConfig(tablewriter.Config{
 			Header: tw.CellConfig{
-				Formatting: tw.CellFormatting{AutoFormat: tw.Off, Alignment: tw.AlignLeft},
+				Formatting: tw.CellFormatting{AutoFormat: tw.Off},
+				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
 				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   "}},
 			},
 			Row: tw.CellConfig{
-				Formatting: tw.CellFormatting{AutoWrap: tw.WrapNone, Alignment: tw.AlignLeft},
+				Formatting: tw.CellFormatting{AutoWrap: tw.WrapNone},
+				Alignment:  tw.CellAlignment{Global: tw.AlignLeft},
 				Padding:    tw.CellPadding{Global: tw.Padding{Left: "", Right: "   "}},
 			},
 		}),

@@ -23,6 +23,11 @@ Examples:
 }
 
 func runCompletion(c *cli.Context) error {
+	if c.NArg() == 0 {
+		fmt.Fprintln(c.App.Writer, "Shells: bash, zsh, fish")
+		fmt.Fprintln(c.App.Writer, "Print one's script with 'mcpx completion SHELL' (see 'mcpx completion --help').")
+		return nil
+	}
 	script, err := CompletionScript(c.App, c.Args().First())
 	if err != nil {
 		return exitErr(ExitUsage, err)

@@ -14,15 +14,26 @@ var connectInfoCommand = &cli.Command{
 	Usage: "print what an MCP client needs to use proxyd",
 	Description: `Prints proxyd's MCP endpoint and bearer header, and ready-made snippets for
 Claude Code, Cursor and generic clients, plus the 'mcpx stdio' command
-for clients that only speak stdio. The bearer token is a credential:
-this command prints it in full because you asked for it; keep the output
-private.
+for clients that only speak stdio. The bearer token is a credential: it
+is shown shortened (mcpx_…) and the snippets read it from the token file;
+--show-token prints it in full (keep that output private).
 
 Examples:
    mcpx connect-info
-   mcpx connect-info -o json`,
-	Flags:  []cli.Flag{outputFlag},
+   mcpx connect-info --show-token -o json | jq -r .header`,
+	Flags:  []cli.Flag{outputFlag, &cli.BoolFlag{Name: "show-token", Usage: "print the bearer token in full"}},
 	Action: runConnectInfo,
+}
+
+// shortToken shows only what kind of token it is.
+func shortToken(t string) string {
+	if p, _, ok := strings.Cut(t, "_"); ok && len(p) < 8 {
+		return p + "_…"
+	}
+	if len(t) > 4 {
+		return t[:4] + "…"
+	}
+	return "…"
 }
 
 func runConnectInfo(c *cli.Context) error {
@@ -30,15 +41,20 @@ func runConnectInfo(c *cli.Context) error {
 	if err != nil {
 		return daemonErr(err)
 	}
+	token := strings.TrimPrefix(info.Header, "Authorization: Bearer ")
+	shellToken, jsonToken := token, token
+	if !c.Bool("show-token") {
+		info.Header = "Authorization: Bearer " + shortToken(token)
+		shellToken, jsonToken = "$(cat "+info.TokenFile+")", "<the token in "+info.TokenFile+">"
+	}
 	return render(c, info, func(w io.Writer) error {
-		token := strings.TrimPrefix(info.Header, "Authorization: Bearer ")
 		fmt.Fprintf(w, "MCP endpoint (Streamable HTTP): %s\n", info.URL)
 		fmt.Fprintf(w, "Header:                         %s\n", info.Header)
 		fmt.Fprintf(w, "Token file:                     %s\n\n", info.TokenFile)
 		fmt.Fprintln(w, "Claude Code:")
-		fmt.Fprintf(w, "  claude mcp add --transport http mcpx %s --header \"Authorization: Bearer %s\"\n\n", info.URL, token)
+		fmt.Fprintf(w, "  claude mcp add --transport http mcpx %s --header \"Authorization: Bearer %s\"\n\n", info.URL, shellToken)
 		cursor := map[string]any{"mcpServers": map[string]any{"mcpx": map[string]any{
-			"url": info.URL, "headers": map[string]string{"Authorization": "Bearer " + token}}}}
+			"url": info.URL, "headers": map[string]string{"Authorization": "Bearer " + jsonToken}}}}
 		b, _ := json.MarshalIndent(cursor, "  ", "  ")
 		fmt.Fprintf(w, "Cursor (~/.cursor/mcp.json) and other JSON-configured clients:\n  %s\n\n", b)
 		stdio := map[string]any{"mcpServers": map[string]any{"mcpx": map[string]any{

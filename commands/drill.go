@@ -1,22 +1,21 @@
 package commands
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	rpt "github.com/mcpx-dev/mcpx/internal/report"
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
-// drillCommand groups the drills; each drill is a subcommand appended to
-// Subcommands by its own file.
+// drillCommand groups the drills, one subcommand (and file) each; all run
+// through runDrill.
 var drillCommand = &cli.Command{
 	Name:  "drill",
 	Usage: "fire controlled failures at an upstream and report how it and proxyd cope",
@@ -25,10 +24,55 @@ failure real deployments meet (a forgotten session, tokens expiring under
 load), show progress while they run and end with a verdict. A failing
 verdict exits 5, so a drill can gate CI. -o sarif and -o junit write the
 verdict's checks as CI reports (and annotations in GitHub Actions).`,
-	Subcommands: []*cli.Command{drillSessionCommand},
+	Subcommands: []*cli.Command{drillSessionCommand, drillRefreshCommand},
 }
 
-func init() { extraCommands = append(extraCommands, drillCommand) }
+// runDrill runs a drill through proxyd the same way for every drill:
+// progress lines on stderr as the stream brings them, then the report in
+// the chosen format (table by table, SARIF and JUnit by ci), and a FAIL
+// verdict as exit code 5.
+func runDrill[R any, P interface {
+	*R
+	Outcome() *api.DrillOutcome
+}](c *cli.Context, open func() (*api.Stream[api.DrillEvent[R]], error), table func(w io.Writer, r *R) error, ci func(r *R) report.Run) error {
+	st, err := open()
+	if err != nil {
+		return daemonErr(err)
+	}
+	defer st.Close()
+	var rep *R
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		switch ev.Type {
+		case api.DrillEventProgress:
+			errorf(c, "%s  %s\n", ev.Time.Local().Format("15:04:05.000"), redact.Control(ev.Message))
+		case api.DrillEventError:
+			// The drill could not run: not a pass.
+			if ev.Error != nil {
+				return exitErr(ExitUnavailable, errors.New("drill cannot run: "+redact.Control(ev.Error.Message)))
+			}
+			return exitErr(ExitUnavailable, errors.New("drill cannot run"))
+		case api.DrillEventReport:
+			rep = ev.Report
+		}
+	}
+	if rep == nil {
+		return errors.New("proxyd ended the drill without a report; see its log")
+	}
+	if err := renderReport(c, rep, func(w io.Writer) error { return table(w, rep) }, func() report.Run { return ci(rep) }); err != nil {
+		return err
+	}
+	if P(rep).Outcome().Verdict == api.VerdictFail {
+		return silentExit(ExitDrillFailed)
+	}
+	return nil
+}
 
 var drillSessionCommand = &cli.Command{
 	Name:      "session",
@@ -74,51 +118,21 @@ func runDrillSession(c *cli.Context) error {
 		return usageErr("--calls must be between 1 and 1000")
 	}
 	req := api.SessionDrillRequest{Server: c.Args().First(), Calls: n, IncludeWrites: c.Bool("include-writes")}
-	var report *api.SessionDrillReport
-	err := newClient(c).Stream(c.Context, http.MethodPost, "/v1/drill/session", req, func(line []byte) error {
-		var ev api.SessionDrillEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return fmt.Errorf("decoding drill event: %w", err)
-		}
-		switch ev.Type {
-		case api.DrillEventProgress:
-			errorf(c, "%s  %s\n", ev.Time.Local().Format("15:04:05.000"), sanitize(ev.Message))
-		case api.DrillEventError:
-			if ev.Error != nil {
-				return errors.New("drill: " + sanitize(ev.Error.Message))
-			}
-			return errors.New("drill failed")
-		case api.DrillEventReport:
-			report = ev.Report
-		}
-		return nil
-	})
-	if err != nil {
-		return daemonErr(err)
-	}
-	if report == nil {
-		return errors.New("proxyd ended the drill without a report")
-	}
-	if err := renderReport(c, report, func(w io.Writer) error { return printSessionReport(c, w, report) },
-		func() rpt.Run { return sessionDrillRun(report, serverURL(c, report.Server)) }); err != nil {
-		return err
-	}
-	if report.Verdict == api.VerdictFail {
-		return silentExit(ExitDrillFailed)
-	}
-	return nil
+	return runDrill(c, func() (*api.Stream[api.SessionDrillEvent], error) { return newClient(c).SessionDrill(c.Context, req) },
+		func(w io.Writer, r *api.SessionDrillReport) error { return printSessionReport(c, w, r) },
+		func(r *api.SessionDrillReport) report.Run { return sessionDrillRun(r, serverURL(c, r.Server)) })
 }
 
 func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) error {
 	on := colorEnabled(c)
 	row := func(k, v string) { fmt.Fprintf(w, "%-14s %s\n", k+":", v) }
-	row("server", sanitize(r.Server))
+	row("server", redact.Control(r.Server))
 	if !r.Applicable {
 		row("applicable", "no")
 		for _, n := range r.Notes {
-			row("note", sanitize(n))
+			row("note", redact.Control(n))
 		}
-		row("verdict", color(on, dim, r.Verdict))
+		row("verdict", color(on, dim, string(r.Verdict)))
 		return nil
 	}
 	ended := "HTTP DELETE"
@@ -126,7 +140,7 @@ func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) 
 		ended = "unknown session id presented (server refused DELETE)"
 	}
 	row("session ended", ended)
-	row("calls", fmt.Sprintf("%d (%d reads, %d writes) on %s", r.Calls, r.Reads, r.Writes, sanitize(strings.Join(r.Tools, ", "))))
+	row("calls", fmt.Sprintf("%d (%d reads, %d writes) on %s", r.Calls, r.Reads, r.Writes, redact.Control(strings.Join(r.Tools, ", "))))
 	row("reinits", fmt.Sprintf("%d (expected 1)", r.Reinits))
 	row("retried", strconv.Itoa(r.Retried))
 	row("not repeated", strconv.Itoa(r.NotRepeated))
@@ -135,14 +149,14 @@ func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) 
 	row("slowest call", fmt.Sprintf("%.1f ms", r.SlowestMS))
 	row("after", map[bool]string{true: "a call on the new session works", false: "a call on the new session FAILED"}[r.AfterOK])
 	for _, f := range r.Failures {
-		row("failure", fmt.Sprintf("%s: %s (%s)", sanitize(f.Tool), sanitize(f.Message), f.ErrorClass))
+		row("failure", fmt.Sprintf("%s: %s (%s)", redact.Control(f.Tool), redact.Control(f.Message), f.ErrorClass))
 	}
 	for _, n := range r.Notes {
-		row("note", sanitize(n))
+		row("note", redact.Control(n))
 	}
-	v := color(on, green, r.Verdict)
+	v := color(on, green, string(r.Verdict))
 	if r.Verdict == api.VerdictFail {
-		v = color(on, red, r.Verdict)
+		v = color(on, red, string(r.Verdict))
 	}
 	row("verdict", v)
 	return nil

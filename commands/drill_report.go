@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -47,8 +48,8 @@ func serverURL(c *cli.Context, name string) string {
 
 // sessionDrillRun describes a session drill for the report formats.
 func sessionDrillRun(r *api.SessionDrillReport, url string) report.Run {
-	t := report.Target{Name: r.Server, URL: url, Outcome: r.Verdict, Passed: r.Verdict != api.VerdictFail, DurationMS: r.SlowestMS}
-	notes := sanitize(strings.Join(r.Notes, "; "))
+	t := report.Target{Name: r.Server, URL: url, Outcome: string(r.Verdict), Passed: r.Verdict != api.VerdictFail, DurationMS: r.SlowestMS}
+	notes := redact.Control(strings.Join(r.Notes, "; "))
 	if !r.Applicable {
 		t.Checks = []report.Check{{Name: "applicable", Status: report.Skip, Message: notes}}
 	} else {
@@ -63,8 +64,8 @@ func sessionDrillRun(r *api.SessionDrillReport, url string) report.Run {
 
 // refreshDrillRun describes a refresh drill for the report formats.
 func refreshDrillRun(r *api.RefreshDrillReport, url string) report.Run {
-	t := report.Target{Name: r.Server, URL: url, Outcome: r.Verdict, Passed: r.Verdict == api.VerdictPass, DurationMS: r.P99MS}
-	notes := sanitize(strings.Join(r.Notes, "; "))
+	t := report.Target{Name: r.Server, URL: url, Outcome: string(r.Verdict), Passed: r.Verdict == api.VerdictPass, DurationMS: r.P99MS}
+	notes := redact.Control(strings.Join(r.Notes, "; "))
 	t.Checks = []report.Check{
 		check("token_requests", r.TokenRequests == 1, fmt.Sprintf("%d token requests for %d callers (expected 1); %s", r.TokenRequests, r.Callers, notes), ruleRefreshRequests),
 		check("calls", r.Failed == 0, fmt.Sprintf("%d succeeded, %d failed", r.Succeeded, r.Failed), ruleRefreshCalls),

@@ -3,10 +3,11 @@ package commands
 import (
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -18,7 +19,9 @@ var healthCommand = &cli.Command{
 	Description: `A ready server whose tool calls mostly fail is degraded: at least 5 calls
 in the last 5 minutes and more than half failed. Tool errors (isError),
 proxy policy refusals, cancellations and sign-in prompts do not count.
-Connection, auth and disabled states take precedence.
+Connection, auth and disabled states take precedence. Exits 9 when a
+server shown is not ready (degraded, error, connecting; disabled ones
+aside), so it can gate CI.
 
 Examples:
    mcpx health
@@ -38,22 +41,19 @@ func runHealth(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	q := url.Values{}
-	if s := c.Args().First(); s != "" {
-		q.Set("server", s)
+	out, err := newClient(c).Health(c.Context, c.Args().First(), api.SplitList(c.StringSlice("replica"))...)
+	offline := false
+	if err != nil {
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			out, err = r.Health(c.Context, c.Args().First())
+			offline = true
+			return err
+		})
 	}
-	for _, r := range api.SplitList(c.StringSlice("replica")) {
-		q.Add("replica", r)
+	if err != nil {
+		return err
 	}
-	p := "/v1/health"
-	if len(q) > 0 {
-		p += "?" + q.Encode()
-	}
-	var out []api.ServerStatus
-	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
-		return daemonErr(err)
-	}
-	return render(c, out, func(w io.Writer) error {
+	err = render(c, out, func(w io.Writer) error {
 		replicas := map[string]bool{}
 		for _, s := range out {
 			replicas[s.Replica] = true
@@ -73,7 +73,7 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			row := []string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), oneLine(summary, 70)}
+			row := []string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)}
 			if several {
 				row = append([]string{s.Replica}, row...)
 			}
@@ -81,4 +81,24 @@ func runHealth(c *cli.Context) error {
 		}
 		return t.Render()
 	})
+	if err != nil {
+		return err
+	}
+	// A CI gate: without proxyd nothing is served, whatever the record
+	// says; any server shown that is not ready (disabled ones aside)
+	// fails it too.
+	if offline {
+		return silentExit(ExitProxydNotRunning)
+	}
+	var bad []string
+	for _, s := range out {
+		if s.State != api.StateReady && s.State != api.StateDisabled {
+			bad = append(bad, s.Name+" is "+s.State)
+		}
+	}
+	if len(bad) > 0 {
+		errorf(c, "unhealthy: %s\n", strings.Join(bad, ", "))
+		return silentExit(ExitUnavailable)
+	}
+	return nil
 }

@@ -1,11 +1,9 @@
 package commands
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -31,6 +31,11 @@ prints the granted scopes, the expiry and whether a refresh token was
 issued. proxyd refreshes the token before it expires, one refresh per
 grant however many calls are waiting.
 
+The command returns once proxyd has reconnected the server with the new
+token and listed its tools, so 'mcpx login X && mcpx call X ...' never
+races the reconnection; when the server does not connect (say, it
+refuses the granted scopes) it exits 1 saying why.
+
 With --no-browser the authorization URL is printed on its own line to
 open anywhere (the redirect still goes to this machine's loopback).
 
@@ -42,6 +47,7 @@ Examples:
 		outputFlag,
 		&cli.BoolFlag{Name: "no-browser", Usage: "print the authorization URL instead of opening a browser"},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "how long to wait for the browser sign-in"},
+		&cli.BoolFlag{Name: "force", Usage: "sign in even when the server answers without a sign-in"},
 	},
 	BashComplete: completeServers,
 	Action:       runLogin,
@@ -67,12 +73,17 @@ var authCommand = &cli.Command{
 	Usage: "sign-in state of servers",
 	Subcommands: []*cli.Command{{
 		Name:      "status",
-		Usage:     "per server: signed in, expiry, refresh token, scopes, last refresh and its class",
+		Usage:     "per server: signed in, grant, token binding, issuer, expiry, refresh token, scopes, last refresh",
 		ArgsUsage: "[SERVER]",
-		Description: `Shows, for every HTTP server (or one), whether proxyd holds a grant, when
-the access token expires and when the next proactive refresh runs, whether
-a refresh token exists, the scopes, the last refresh's outcome and class
-(transient or terminal) and a latched terminal failure (sign in again).
+		Description: `Shows, for every HTTP server (or one), whether proxyd holds a grant, how
+it obtains tokens (authorization_code, client_credentials, jwt_bearer or
+token_exchange, with the identity token's source), how the token is
+presented (Bearer, or DPoP bound to the grant's key), the authorization
+server issuer the credentials are keyed by, when the access token expires
+and when the next proactive refresh (or, for a grant without a browser,
+the next token request) runs, whether a refresh token exists, the
+scopes, the last refresh's outcome and class (transient or terminal) and
+a latched terminal failure (sign in again).
 
 Examples:
    mcpx auth status
@@ -80,10 +91,8 @@ Examples:
 		Flags:        []cli.Flag{outputFlag},
 		BashComplete: completeServers,
 		Action:       runAuthStatus,
-	}},
+	}, authSetTokenCommand},
 }
-
-func init() { extraCommands = append(extraCommands, loginCommand, logoutCommand, authCommand) }
 
 func runLogin(c *cli.Context) error {
 	if c.NArg() != 1 {
@@ -94,14 +103,25 @@ func runLogin(c *cli.Context) error {
 		return err
 	}
 	server := c.Args().First()
+	if done, err := noSignInNeeded(c, server); done || err != nil {
+		return err
+	}
 	cl := newClient(c)
 	req := api.LoginRequest{Server: server, TimeoutMS: c.Duration("timeout").Milliseconds()}
 	var result *api.LoginResult
 	var failure *api.ErrorDetail
-	err = cl.Stream(c.Context, http.MethodPost, "/v1/login", req, func(line []byte) error {
-		var ev api.LoginEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			return fmt.Errorf("reading proxyd's sign-in stream: %w", err)
+	st, err := cl.Login(c.Context, req)
+	if err != nil {
+		return daemonErr(err)
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return daemonErr(err)
 		}
 		switch ev.Type {
 		case api.LoginEventAuthorize:
@@ -111,10 +131,6 @@ func runLogin(c *cli.Context) error {
 		case api.LoginEventError:
 			failure = ev.Error
 		}
-		return nil
-	})
-	if err != nil {
-		return daemonErr(err)
 	}
 	if failure != nil {
 		return exitErr(ExitAuthRequired, errors.New(failure.Message))
@@ -123,10 +139,13 @@ func runLogin(c *cli.Context) error {
 		return errors.New("proxyd ended the sign-in without a result; see its log")
 	}
 	for _, w := range result.Warnings {
-		errorf(c, "warning: %s\n", sanitize(w))
+		errorf(c, "warning: %s\n", redact.Control(w))
 	}
 	if f != "table" {
-		return render(c, result, nil)
+		if err := render(c, result, nil); err != nil {
+			return err
+		}
+		return notConnected(result)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "Signed in to %s.\n", result.Server)
@@ -136,7 +155,20 @@ func runLogin(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "  refresh token: %s\n", yesNo(result.RefreshToken))
 	fmt.Fprintf(w, "  client:        %s (%s)\n", result.ClientID, result.ClientSource)
-	return nil
+	if cn := result.Connection; cn != nil && cn.Error == "" {
+		fmt.Fprintf(w, "  server:        %s, %d tools\n", cn.State, cn.Tools)
+	}
+	return notConnected(result)
+}
+
+// notConnected fails a sign-in after which proxyd could not connect the
+// server, so that `mcpx login X && mcpx call X ...` stops there.
+func notConnected(r *api.LoginResult) error {
+	if r.Connection == nil || r.Connection.Error == "" {
+		return nil
+	}
+	return exitErr(ExitFailure, fmt.Errorf("signed in to %s, but the server did not connect: %s (see 'mcpx status %s')",
+		r.Server, redact.Control(r.Connection.Error), r.Server))
 }
 
 func orNoneText(s string) string {
@@ -196,8 +228,8 @@ func runLogout(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	var res api.LogoutResult
-	if err := newClient(c).Do(c.Context, http.MethodPost, "/v1/logout", api.LogoutRequest{Server: c.Args().First()}, &res); err != nil {
+	res, err := newClient(c).Logout(c.Context, c.Args().First())
+	if err != nil {
 		return daemonErr(err)
 	}
 	return render(c, res, func(w io.Writer) error {
@@ -209,7 +241,7 @@ func runLogout(c *cli.Context) error {
 		if res.Revoked {
 			fmt.Fprintln(w, "The authorization server revoked the grant.")
 		} else if res.RevokeError != "" {
-			fmt.Fprintf(w, "Not revoked at the authorization server: %s\n", sanitize(res.RevokeError))
+			fmt.Fprintf(w, "Not revoked at the authorization server: %s\n", redact.Control(res.RevokeError))
 		}
 		return nil
 	})
@@ -219,20 +251,29 @@ func runAuthStatus(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	p := "/v1/auth/status"
-	if s := c.Args().First(); s != "" {
-		p += "?server=" + s
+	out, err := newClient(c).AuthStatus(c.Context, c.Args().First())
+	if err != nil {
+		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
+			out, err = r.AuthStatus(c.Context, c.Args().First())
+			return err
+		})
 	}
-	var out []api.AuthStatus
-	if err := newClient(c).Do(c.Context, http.MethodGet, p, nil, &out); err != nil {
-		return daemonErr(err)
+	if err != nil {
+		return err
+	}
+	// Suggest a sign-in only where the connection asks for one.
+	states := map[string]api.ServerStatus{}
+	if st, err := newClient(c).Status(c.Context); err == nil {
+		for _, s := range st.Servers {
+			states[s.Name] = s
+		}
 	}
 	return render(c, out, func(w io.Writer) error {
 		if len(out) == 0 {
 			fmt.Fprintln(w, "No HTTP servers configured.")
 			return nil
 		}
-		t := newTable(w, "SERVER", "SIGNED IN", "EXPIRES", "REFRESH TOKEN", "SCOPES", "LAST REFRESH", "NEXT REFRESH", "NOTE")
+		t := newTable(w, "SERVER", "SIGNED IN", "GRANT", "TOKEN", "ISSUER", "EXPIRES", "REFRESH TOKEN", "SCOPES", "LAST REFRESH", "NEXT REFRESH", "NOTE")
 		for _, s := range out {
 			expires, last, next := "-", "-", "-"
 			if s.Expiry != nil {
@@ -251,9 +292,13 @@ func runAuthStatus(c *cli.Context) error {
 			case s.LastClass == "transient" && s.LastError != "":
 				note = "retrying: " + s.LastError
 			case !s.SignedIn:
-				note = "mcpx login " + s.Server
+				note = signInNote(s.Server, states)
 			}
-			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, oneLine(note, 60)})
+			grant := s.Grant
+			if s.IdentitySource != "" {
+				grant += " (" + s.IdentitySource + ")"
+			}
+			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), grant, dash(s.Binding), dash(s.Issuer), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, oneLine(note, 60)})
 		}
 		return t.Render()
 	})

@@ -14,13 +14,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/probe"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
-
-func init() { extraCommands = append(extraCommands, probeCommand) }
 
 var probeCommand = &cli.Command{
 	Name:      "probe",
@@ -89,6 +88,7 @@ Examples:
 		&cli.StringFlag{Name: "transport", Usage: "streamable-http or sse (default: the config's, else streamable-http)"},
 		&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern (default: the config's, else auto)"},
 		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
+		&cli.BoolFlag{Name: "show-certs", Usage: "print every certificate the server presented, with its PEM (in -o json too)"},
 		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
 		&cli.BoolFlag{Name: "all", Usage: "probe every configured network server, each with its settings"},
 		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "probe the targets listed in `FILE` (YAML: url or server, expect, headers by ${env:NAME} or ${file:PATH})"},
@@ -113,6 +113,11 @@ func runProbe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if !c.Bool("show-certs") {
+		for _, t := range b.Targets {
+			withoutPEM(t.Report)
+		}
+	}
 	// One target named on the command line prints its report as it
 	// always has; several print the batch.
 	single := c.NArg() == 1 && len(targets) == 1
@@ -124,6 +129,7 @@ func runProbe(c *cli.Context) error {
 			if err := probeTable(w, rep, colour, c.Bool("waterfall")); err != nil {
 				return err
 			}
+			printCertificates(w, rep, c.Bool("show-certs"))
 			if why := b.Targets[0].Why; why != "" && targets[0].Expect != "" {
 				fmt.Fprintf(w, "expect: %s\n", why)
 			}
@@ -204,12 +210,15 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 	}
 	var why string
 	var apiErr *api.Error
+	errors.As(err, &apiErr)
 	switch {
 	case api.IsNotRunning(err):
 		why = "proxyd is not running"
-	case api.IsCode(err, api.CodeNoRoute) || (errors.As(err, &apiErr) && apiErr.Status == http.StatusMethodNotAllowed):
+	case api.IsCode(err, api.CodeNoRoute) || (apiErr != nil && apiErr.Status == http.StatusMethodNotAllowed):
 		why = "this proxyd does not serve probes"
-	case api.IsCode(err, api.CodeNotFound) || api.IsCode(err, api.CodeBadRequest):
+	case api.IsCode(err, api.CodeNotFound):
+		return nil, "", err
+	case api.IsCode(err, api.CodeBadRequest):
 		return nil, "", usageErr("%s", apiErr.Message)
 	case err == nil:
 		why = "proxyd returned an empty report"
@@ -217,11 +226,15 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 		why = "proxyd could not run it"
 	}
 	var cfgErr error
+	var names []string
 	opts, err := probe.NewOptions(req, func(name string) (*config.Server, bool) {
 		cfg, err := config.Load(configPath(c))
 		if err != nil {
 			cfgErr = exitErr(ExitConfig, fmt.Errorf("TARGET %q is not a URL and the config cannot be read: %w", name, err))
 			return nil, false
+		}
+		for _, s := range cfg.Servers {
+			names = append(names, s.Name)
 		}
 		return cfg.Server(name)
 	})
@@ -230,7 +243,7 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 	case cfgErr != nil:
 		return nil, "", cfgErr
 	case errors.As(err, &unknown):
-		return nil, "", usageErr("TARGET %q is neither an absolute http(s) URL nor a configured server (see 'mcpx servers')", unknown.Name)
+		return nil, "", exitErr(ExitNotFound, fmt.Errorf("TARGET %q is neither an absolute http(s) URL nor a configured server%s (see 'mcpx servers')", unknown.Name, editdistance.DidYouMean(unknown.Name, names)))
 	case err != nil:
 		return nil, "", usageErr("%v", err)
 	}
@@ -250,7 +263,7 @@ func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
 		if s.Status != probe.StatusSkip {
 			tm = fmt.Sprintf("%.1fms", s.DurationMS)
 		}
-		_ = t.Append([]string{s.ID, strings.ToUpper(s.Status), tm, s.Detail})
+		_ = t.Append([]string{s.ID, strings.ToUpper(string(s.Status)), tm, s.Detail})
 	}
 	if err := t.Render(); err != nil {
 		return err

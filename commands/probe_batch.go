@@ -9,12 +9,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/probe"
 )
-
-// ExitProbeTargets: several targets, --expect or --fail-on warn, and at
-// least one target did not pass.
-const ExitProbeTargets = 19
 
 // maxParallel bounds --parallel.
 const maxParallel = 32
@@ -133,7 +130,7 @@ func batchTable(w io.Writer, b *probe.Batch, colour bool) error {
 		var findings []string
 		for _, s := range bt.Report.Steps {
 			if s.Status == probe.StatusWarn || s.Status == probe.StatusFail {
-				findings = append(findings, s.ID+" "+s.Status)
+				findings = append(findings, s.ID+" "+string(s.Status))
 			}
 		}
 		verdict, col := "PASS", green
@@ -141,7 +138,7 @@ func batchTable(w io.Writer, b *probe.Batch, colour bool) error {
 			verdict, col = "FAIL", red
 		}
 		colors = append(colors, col)
-		_ = t.Append([]string{sanitize(bt.Name), bt.Report.Result.Code, dash(bt.Expect),
+		_ = t.Append([]string{redact.Control(bt.Name), bt.Report.Result.Code, dash(bt.Expect),
 			fmt.Sprintf("%.1fms", reportSpan(bt.Report)), dash(strings.Join(findings, ", ")), verdict})
 	}
 	if colour {
@@ -154,7 +151,7 @@ func batchTable(w io.Writer, b *probe.Batch, colour bool) error {
 		if bt.Passed {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s: %s\n  hint: %s\n", sanitize(bt.Name), sanitize(bt.Why), sanitize(bt.Report.Result.Hint))
+		fmt.Fprintf(w, "\n%s: %s\n  hint: %s\n", redact.Control(bt.Name), redact.Control(bt.Why), redact.Control(bt.Report.Result.Hint))
 	}
 	s := b.Summary
 	fmt.Fprintf(w, "\n%d targets: %d passed, %d failed, %d warnings (--fail-on %s)\n", s.Targets, s.Passed, s.Failed, s.Warnings, s.FailOn)

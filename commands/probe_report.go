@@ -3,6 +3,7 @@ package commands
 import (
 	"strings"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/probe"
 )
@@ -57,7 +58,7 @@ func probeRun(b *probe.Batch) report.Run {
 		t := report.Target{Name: bt.Name, URL: rep.Target, Outcome: rep.Result.Code, Passed: bt.Passed || warnedOnly, DurationMS: reportSpan(rep)}
 		failed := false
 		for _, s := range rep.Steps {
-			ch := report.Check{Name: s.ID, DurationMS: s.DurationMS, Message: sanitize(s.Detail)}
+			ch := report.Check{Name: s.ID, DurationMS: s.DurationMS, Message: redact.Control(s.Detail)}
 			switch s.Status {
 			case probe.StatusOK:
 				ch.Status = report.Pass
@@ -75,7 +76,7 @@ func probeRun(b *probe.Batch) report.Run {
 				}
 				ch.Status = report.Fail
 				ch.Rule = probeRule(rep.Result.Code)
-				ch.Message = sanitize(rep.Result.Message) + " (" + rep.Result.Code + "); hint: " + sanitize(rep.Result.Hint)
+				ch.Message = redact.Control(rep.Result.Message) + " (" + rep.Result.Code + "); hint: " + redact.Control(rep.Result.Hint)
 				failed = true
 			}
 			t.Checks = append(t.Checks, ch)
@@ -89,7 +90,7 @@ func probeRun(b *probe.Batch) report.Run {
 				rule = nil // the warned steps are the findings
 			}
 			if rule != nil {
-				t.Checks = append(t.Checks, report.Check{Name: "result", Status: report.Fail, Message: sanitize(bt.Why), Rule: rule})
+				t.Checks = append(t.Checks, report.Check{Name: "result", Status: report.Fail, Message: redact.Control(bt.Why), Rule: rule})
 			}
 		}
 		run.Targets = append(run.Targets, t)

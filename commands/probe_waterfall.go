@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/mcpx-dev/mcpx/internal/chart"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/probe"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // waterfallWidth is the bar area of the probe's timeline: with the labels
@@ -21,7 +23,7 @@ func probeWaterfall(w io.Writer, rep *probe.Report, colour bool) error {
 	var spans []chart.Span
 	timed := false
 	for _, s := range rep.Steps {
-		sp := chart.Span{Label: s.ID, StartMS: s.StartMS, DurationMS: s.DurationMS, Status: s.Status,
+		sp := chart.Span{Label: s.ID, StartMS: s.StartMS, DurationMS: s.DurationMS, Status: string(s.Status),
 			Timed: s.Status != probe.StatusSkip, Color: statusColor(s.Status)}
 		timed = timed || sp.Timed
 		spans = append(spans, sp)
@@ -36,7 +38,7 @@ func probeWaterfall(w io.Writer, rep *probe.Report, colour bool) error {
 	return chart.Waterfall(w, spans, waterfallWidth, colour)
 }
 
-func statusColor(status string) string {
+func statusColor(status api.StepStatus) string {
 	switch status {
 	case probe.StatusOK:
 		return green
@@ -79,7 +81,7 @@ func fetchSpans(data any) []chart.Span {
 		if i == len(facts.Attempts)-1 {
 			tree = "└ "
 		}
-		note := sanitize(a.URL)
+		note := redact.Control(a.URL)
 		switch {
 		case a.Status != 0:
 			note = fmt.Sprintf("%d %s", a.Status, note)

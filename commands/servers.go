@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -127,9 +130,12 @@ func runServersAdd(c *cli.Context) error {
 		p := c.String("prefix")
 		s.Prefix = &p
 	}
-	if strings.Contains(args[1], "://") && len(args) == 2 {
+	switch {
+	case strings.Contains(args[1], "://") && len(args) == 2:
 		s.URL = args[1]
-	} else {
+	case len(args) == 2 && looksLikeHost(args[1]):
+		return usageErr("%q has no scheme: write https://%s (or http:// on loopback); a stdio server is NAME -- COMMAND [ARGS...]", args[1], args[1])
+	default:
 		s.Command, s.Args = args[1], args[2:]
 	}
 	headers, err := parseHeaders(c.StringSlice("header"))
@@ -150,9 +156,17 @@ func runServersAdd(c *cli.Context) error {
 	if f := c.String("ca-file"); f != "" {
 		s.TLS = &config.TLS{CAFile: f}
 	}
+	// The new entry is the user's input: a bad one is a usage error, and
+	// so is a name already taken; only a broken file is a config error.
+	if err := (&config.Config{Servers: []config.Server{s}}).Validate(); err != nil {
+		return usageErr("servers add %s: %v", s.Name, err)
+	}
 	path := configPath(c)
 	if err := config.AddServer(path, s); err != nil {
-		return exitErr(ExitConfig, err)
+		if errors.Is(err, config.ErrExists) {
+			return usageErr("a server named %q already exists in %s (remove it first, or pick another NAME)", s.Name, path)
+		}
+		return configErr(err)
 	}
 	fmt.Fprintf(c.App.Writer, "added server %q to %s\n", s.Name, path)
 	return tellDaemon(c)
@@ -165,9 +179,9 @@ func runServersRemove(c *cli.Context) error {
 	path := configPath(c)
 	if err := config.RemoveServer(path, c.Args().First()); err != nil {
 		if errors.Is(err, config.ErrNotFound) {
-			return usageErr("no server named %q in %s", c.Args().First(), path)
+			return exitErr(ExitNotFound, fmt.Errorf("no server named %q in %s%s", c.Args().First(), path, editdistance.DidYouMean(c.Args().First(), configuredNames(path))))
 		}
-		return exitErr(ExitConfig, err)
+		return configErr(err)
 	}
 	fmt.Fprintf(c.App.Writer, "removed server %q from %s\n", c.Args().First(), path)
 	return tellDaemon(c)
@@ -186,4 +200,45 @@ func tellDaemon(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "proxyd reloaded: added [%s], removed [%s], changed [%s]\n",
 		strings.Join(res.Added, ", "), strings.Join(res.Removed, ", "), strings.Join(res.Changed, ", "))
 	return nil
+}
+
+// looksLikeHost: a single word that reads as host[:port][/path] rather
+// than a program (no file or command of that name exists).
+func looksLikeHost(s string) bool {
+	if strings.ContainsAny(s, " \t") || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") {
+		return false
+	}
+	if _, err := exec.LookPath(s); err == nil {
+		return false
+	}
+	if _, err := os.Stat(s); err == nil {
+		return false
+	}
+	host, _, _ := strings.Cut(s, "/")
+	return strings.Contains(host, ".") || strings.Contains(host, ":") || host == "localhost"
+}
+
+// configErr is an error of reading or writing the config file: ExitConfig
+// when the file itself is invalid, else a plain failure (permissions, a
+// full disk).
+func configErr(err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return exitErr(ExitConfig, err)
+	}
+	return err
+}
+
+// configuredNames lists the servers of the config file at path (none when
+// it cannot be read).
+func configuredNames(path string) []string {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range cfg.Servers {
+		out = append(out, s.Name)
+	}
+	return out
 }

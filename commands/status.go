@@ -8,28 +8,42 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 var statusCommand = &cli.Command{
-	Name:  "status",
-	Usage: "show proxyd and the state of each upstream server",
+	Name:      "status",
+	Aliases:   []string{"describe"},
+	Usage:     "show proxyd and the state of each upstream server, or one server in full",
+	ArgsUsage: "[SERVER]",
 	Description: `Shows the daemon (version, uptime, socket, MCP endpoint) and, per server,
 its state (connecting, ready, degraded, error, disabled), protocol era,
-tool count and last error. When proxyd is not running it says so, lists
-the configured servers, and exits 3.
+tool count and the cause of its last error. When proxyd is not running it
+says so, lists the configured servers, and exits 3.
+
+With SERVER (or as 'mcpx describe SERVER'), shows that server in full:
+state and since when, the whole last error (a stdio server's last stderr
+lines included), next retry, session, era, counters, health, and the
+command to run next. Exits 9 when the server is in state error, 8 when
+there is no such server.
 
 Examples:
    mcpx status
+   mcpx status docs
    mcpx status -o json | jq '.servers[] | select(.state != "ready")'`,
-	Flags:  []cli.Flag{outputFlag},
-	Action: runStatus,
+	Flags:        []cli.Flag{outputFlag},
+	BashComplete: completeServers,
+	Action:       runStatus,
 }
 
 func runStatus(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
+	}
+	if c.NArg() > 1 {
+		return usageErr("status takes at most one SERVER")
 	}
 	st, err := newClient(c).Status(c.Context)
 	if err != nil {
@@ -37,6 +51,9 @@ func runStatus(c *cli.Context) error {
 			printConfiguredServers(c)
 		}
 		return daemonErr(err)
+	}
+	if name := c.Args().First(); name != "" {
+		return describeServer(c, st, name)
 	}
 	return render(c, st, func(w io.Writer) error {
 		fmt.Fprintf(w, "proxyd %s (pid %d), up %s\n", st.Version, st.PID, humanDuration(time.Duration(st.UptimeSeconds*float64(time.Second))))
@@ -57,7 +74,7 @@ func runStatus(c *cli.Context) error {
 		}
 		for _, s := range st.Servers {
 			for _, warn := range s.Warnings {
-				fmt.Fprintf(w, "warning: %s: %s\n", s.Name, sanitize(warn))
+				fmt.Fprintf(w, "warning: %s: %s\n", s.Name, redact.Control(warn))
 			}
 		}
 		return nil
@@ -69,7 +86,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 	for _, s := range servers {
 		detail := s.Summary
 		if detail == "" && s.LastError != "" {
-			detail = oneLine(s.LastError, 60)
+			detail = fitCause(s.LastError, 60)
 			if s.NextRetry != nil {
 				detail += fmt.Sprintf(" (retry in %s)", humanDuration(time.Until(*s.NextRetry)))
 			}
@@ -87,7 +104,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 		if era == "" {
 			era = "-"
 		}
-		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), sanitize(detail)})
+		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), redact.Control(detail)})
 	}
 	return t.Render()
 }
@@ -128,23 +145,9 @@ func humanDuration(d time.Duration) string {
 
 // oneLine flattens and shortens server-supplied text for a table cell.
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(sanitize(s)), " ")
+	s = strings.Join(strings.Fields(redact.Control(s)), " ")
 	if len(s) > max {
 		s = s[:max-1] + "…"
 	}
 	return s
-}
-
-// sanitize strips terminal control characters from text the CLI did not
-// write itself.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
 }

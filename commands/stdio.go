@@ -2,17 +2,22 @@ package commands
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
+	"time"
 
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/urfave/cli/v2"
 
@@ -22,128 +27,513 @@ import (
 var stdioCommand = &cli.Command{
 	Name:  "stdio",
 	Usage: "bridge a stdio MCP client to proxyd",
-	Description: `Speaks MCP (newline-delimited JSON-RPC) on stdin/stdout and forwards every
-message to proxyd's aggregated server over the control socket. Point a
-client that only launches stdio servers at this command; no token is
-needed because only your user can open the socket. Logs go to stderr.
+	Description: `Speaks MCP (newline-delimited JSON-RPC) on stdin/stdout and passes every
+message unchanged to proxyd's aggregated server over the control socket,
+and everything proxyd sends back (responses, notifications such as
+progress, requests such as elicitation) to stdout. Point a client that
+only launches stdio servers at this command; no token is needed because
+only your user can open the socket. Logs go to stderr.
+
+If proxyd restarts ('mcpx down && mcpx up'), the bridge waits for it (up to
+--reconnect-wait) and re-establishes the client's session by replaying the
+client's initialize, so the client notices nothing; a request that was
+running when proxyd went away gets an error. If proxyd does not come back,
+or the new proxyd negotiates another protocol version, the bridge says why
+on stderr and exits, so the client can relaunch it.
 
 Examples:
    mcpx stdio
    {"command": "mcpx", "args": ["stdio"]}   (in a client's server list)`,
+	Flags: []cli.Flag{
+		&cli.DurationFlag{Name: "reconnect-wait", Value: 30 * time.Second, Usage: "how long to wait for a restarted proxyd"},
+	},
 	Action: runStdio,
 }
 
 func runStdio(c *cli.Context) error {
 	sock := socketPath(c)
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		},
-	}}
 	if _, err := newClient(c).Status(c.Context); err != nil {
 		return daemonErr(err)
 	}
-	tr, err := transport.NewStreamableHTTP("http://"+api.Host+"/v1/mcp",
-		transport.WithHTTPBasicClient(hc), transport.WithContinuousListening(),
-		transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		return err
+	b := &bridge{
+		hc: &http.Client{Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+			},
+		}},
+		url:   api.MCPEndpoint,
+		out:   c.App.Writer,
+		log:   c.App.ErrWriter,
+		wait:  c.Duration("reconnect-wait"),
+		fatal: make(chan error, 1),
 	}
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
-	if err := tr.Start(ctx); err != nil {
-		return fmt.Errorf("connecting to proxyd's MCP endpoint: %w", err)
-	}
-	defer tr.Close()
-	b := &bridge{out: c.App.Writer, tr: tr}
-	tr.SetNotificationHandler(func(n mcp.JSONRPCNotification) { b.write(n) })
 	return b.run(ctx, os.Stdin)
 }
 
+// bridge passes newline-delimited JSON-RPC between a stdio client and
+// proxyd's MCP endpoint, as bytes.
 type bridge struct {
-	mu  sync.Mutex
-	out io.Writer
-	tr  *transport.StreamableHTTP
-	wg  sync.WaitGroup
+	hc   *http.Client
+	url  string
+	out  io.Writer
+	log  io.Writer
+	wait time.Duration
+
+	outMu sync.Mutex
+	wg    sync.WaitGroup
+	fatal chan error
+
+	mu sync.Mutex
+	// The client's legacy-era session: its initialize (replayed after a
+	// restart), the negotiated version, proxyd's session id, and a
+	// generation counting re-establishments.
+	initParams json.RawMessage
+	version    string
+	sid        string
+	gen        int
+	initDone   bool
+	stopGET    context.CancelFunc
+	// inflight cancels a modern client's request by its id (its
+	// notifications/cancelled closes the request's stream).
+	inflight map[string]context.CancelFunc
 }
 
-func (b *bridge) write(v any) {
-	line, err := json.Marshal(v)
-	if err != nil {
+// line writes one message to the client.
+func (b *bridge) line(msg []byte) {
+	b.outMu.Lock()
+	defer b.outMu.Unlock()
+	_, _ = b.out.Write(append(bytes.TrimSpace(msg), '\n'))
+}
+
+func (b *bridge) errorReply(id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, _ = b.out.Write(append(line, '\n'))
+	e, _ := json.Marshal(map[string]any{"code": code, "message": msg})
+	b.line([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":` + string(e) + `}`))
 }
 
-// message is any JSON-RPC message from the client.
+// message is the part of a client message the bridge looks at.
 type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      *mcp.RequestId  `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
 }
 
 func (b *bridge) run(ctx context.Context, in io.Reader) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), 64<<20)
-	for sc.Scan() {
-		line := append([]byte(nil), sc.Bytes()...)
-		if len(line) == 0 {
-			continue
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64*1024), 64<<20)
+		for sc.Scan() {
+			lines <- append([]byte(nil), sc.Bytes()...)
 		}
-		var m message
-		if err := json.Unmarshal(line, &m); err != nil {
-			b.write(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": mcp.PARSE_ERROR, "message": "parse error: " + err.Error()}})
-			continue
+		readErr <- sc.Err()
+	}()
+	defer b.stopListening()
+	for {
+		select {
+		case err := <-b.fatal:
+			fmt.Fprintf(b.log, "mcpx stdio: %v\n", err)
+			return silentExit(ExitProxydNotRunning)
+		case err := <-readErr:
+			b.wg.Wait()
+			return err
+		case line := <-lines:
+			b.handle(ctx, line)
 		}
-		switch {
-		case m.Method == string(mcp.MethodInitialize) && m.ID != nil:
-			// Nothing may overtake the handshake: it creates the session.
-			b.request(ctx, m)
-		case m.Method != "" && m.ID != nil:
-			b.wg.Add(1)
-			go func() { defer b.wg.Done(); b.request(ctx, m) }()
-		case m.Method != "":
-			n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: m.Method}}
-			if len(m.Params) > 0 {
-				_ = json.Unmarshal(m.Params, &n.Params)
-			}
-			_ = b.tr.SendNotification(ctx, n)
-		}
-		// Responses to server requests are not forwarded: proxyd sends none.
 	}
-	b.wg.Wait()
-	return sc.Err()
 }
 
-func (b *bridge) request(ctx context.Context, m message) {
-	var params any
-	if len(m.Params) > 0 {
-		params = m.Params
+func (b *bridge) handle(ctx context.Context, line []byte) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
 	}
-	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: *m.ID, Method: m.Method, Params: params}
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		b.line([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":` + strconv.Quote("parse error: "+err.Error()) + `}}`))
+		return
+	}
+	switch {
+	case m.Method == string(mcp.MethodInitialize) && len(m.ID) > 0:
+		// Nothing may overtake the handshake: it creates the session.
+		b.initialize(ctx, line, m)
+	case m.Method != "" && len(m.ID) > 0:
+		b.wg.Add(1)
+		go func() { defer b.wg.Done(); b.request(ctx, line, m) }()
+	case m.Method == string(mcp.MethodNotificationCancelled) && b.cancelModern(m.Params):
+		// A modern client's cancellation: closing the request's stream is
+		// how the HTTP endpoint hears it.
+	default:
+		// Notifications and the client's answers to proxyd's requests.
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			resp, err := b.send(ctx, line, m)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+				resp.Body.Close()
+			}
+			if m.Method == string(mcp.MethodNotificationInitialized) {
+				b.mu.Lock()
+				b.initDone = true
+				b.mu.Unlock()
+				b.listen(ctx)
+			}
+		}()
+	}
+}
+
+// initialize passes the client's initialize and remembers it, the
+// negotiated version and the session for a later replay.
+func (b *bridge) initialize(ctx context.Context, line []byte, m message) {
+	resp, err := b.send(ctx, line, m)
+	if err != nil {
+		b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: "+err.Error())
+		return
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+	var result struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	b.copyResponse(resp, func(msg []byte) {
+		if bytes.Contains(msg, []byte(`"protocolVersion"`)) {
+			_ = json.Unmarshal(msg, &result)
+		}
+	})
+	b.mu.Lock()
+	b.initParams, b.sid, b.version = m.Params, sid, result.Result.ProtocolVersion
+	b.mu.Unlock()
+}
+
+// request passes one client request and relays everything proxyd sends
+// for it.
+func (b *bridge) request(ctx context.Context, line []byte, m message) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	key := string(m.ID)
+	b.mu.Lock()
+	if b.inflight == nil {
+		b.inflight = map[string]context.CancelFunc{}
+	}
+	b.inflight[key] = cancel
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.inflight, key)
+		b.mu.Unlock()
+	}()
+	resp, err := b.send(ctx, line, m)
+	if err != nil {
+		if ctx.Err() == nil {
+			b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: "+err.Error())
+		}
+		return
+	}
+	if !b.copyResponse(resp, nil) && ctx.Err() == nil {
+		b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: the connection to proxyd broke during the request (proxyd restarted?); the request may or may not have run")
+	}
+}
+
+// cancelModern closes the stream of a modern client's request named by a
+// notifications/cancelled; false when the client is not modern or no such
+// request runs.
+func (b *bridge) cancelModern(params json.RawMessage) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.initParams != nil {
+		return false // legacy: proxyd takes the notification itself
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	cancel, ok := b.inflight[string(bytes.TrimSpace(p.RequestID))]
+	if ok {
+		cancel()
+	}
+	return ok
+}
+
+// send posts a message to proxyd. When proxyd is gone (no socket, the
+// connection refused) or does not know the session any more (it
+// restarted), the session is re-established and the message sent again:
+// it never reached proxyd.
+func (b *bridge) send(ctx context.Context, line []byte, m message) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		b.mu.Lock()
+		sid, version, gen := b.sid, b.version, b.gen
+		b.mu.Unlock()
+		resp, err := b.post(ctx, line, m, sid, version)
+		gone := err != nil && daemonGone(err)
+		lost := err == nil && resp.StatusCode == http.StatusNotFound && sid != ""
+		if !gone && !lost {
+			return resp, err
+		}
+		if lost {
+			resp.Body.Close()
+		}
+		if attempt > 0 || m.Method == string(mcp.MethodInitialize) && !gone {
+			if err == nil {
+				err = fmt.Errorf("proxyd does not know the session (HTTP 404)")
+			}
+			return nil, err
+		}
+		if err := b.reestablish(ctx, gen); err != nil {
+			b.die(err)
+			return nil, err
+		}
+	}
+}
+
+func (b *bridge) post(ctx context.Context, line []byte, m message, sid, version string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(line))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
 	if v := metaProtocolVersion(m.Params); mcp.IsModernProtocol(v) {
-		req.Header = http.Header{}
+		req.Header.Set("Mcp-Protocol-Version", v)
 		for k, val := range mcp.StandardHeaders(v, mcp.MCPMethod(m.Method), m.Params) {
 			req.Header.Set(k, val)
 		}
+	} else {
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		if version != "" {
+			req.Header.Set("Mcp-Protocol-Version", version)
+		}
 	}
-	resp, err := b.tr.SendRequest(ctx, req)
+	return b.hc.Do(req)
+}
+
+// daemonGone reports a failure to reach proxyd at all: no socket file, or
+// nobody listening on it.
+func daemonGone(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// copyResponse writes proxyd's answer to the client: a JSON body as one
+// line, an SSE stream event by event (also passed to seen). It reports
+// whether the answer arrived whole.
+func (b *bridge) copyResponse(resp *http.Response, seen func([]byte)) bool {
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusAccepted {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "text/event-stream" {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		if err != nil {
+			return false
+		}
+		if json.Valid(body) {
+			if seen != nil {
+				seen(body)
+			}
+			b.line(body)
+			return true
+		}
+		b.line([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":` +
+			strconv.Quote(fmt.Sprintf("proxyd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))) + `}}`))
+		return true
+	}
+	complete := false
+	err := readEvents(resp.Body, func(data []byte) {
+		if seen != nil {
+			seen(data)
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Method == "" && len(m.ID) > 0 {
+			complete = true
+		}
+		b.line(data)
+	})
+	return err == nil && complete
+}
+
+// readEvents calls f with the data of each event of an SSE stream.
+func readEvents(r io.Reader, f func([]byte)) error {
+	br := bufio.NewReaderSize(r, 64*1024)
+	var data []byte
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			line = bytes.TrimRight(line, "\r\n")
+			switch {
+			case len(line) == 0:
+				if len(data) > 0 {
+					f(data)
+					data = nil
+				}
+			case bytes.HasPrefix(line, []byte("data:")):
+				v := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+				if data != nil {
+					data = append(data, '\n')
+				}
+				data = append(data, v...)
+			}
+		}
+		if err != nil {
+			if len(data) > 0 {
+				f(data)
+			}
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// reestablish waits for proxyd to come back and, for a legacy-era client,
+// replays its initialize on a new session. gen is the session generation
+// the caller saw fail: if another request re-established it meanwhile,
+// there is nothing to do.
+func (b *bridge) reestablish(ctx context.Context, gen int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gen != gen {
+		return nil
+	}
+	fmt.Fprintf(b.log, "mcpx stdio: lost proxyd's session (proxyd restarted?); waiting up to %s for proxyd\n", b.wait)
+	deadline := time.Now().Add(b.wait)
+	delay := 50 * time.Millisecond
+	for {
+		conn, err := b.hc.Transport.(*http.Transport).DialContext(ctx, "", "")
+		if err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("proxyd did not come back within %s (%v); exiting so the client can start the bridge again", b.wait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		if delay *= 2; delay > time.Second {
+			delay = time.Second
+		}
+	}
+	b.gen++
+	if b.initParams == nil {
+		return nil // a modern client has no session
+	}
+	if b.stopGET != nil {
+		b.stopGET()
+		b.stopGET = nil
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "mcpx-stdio-reinit-" + strconv.Itoa(b.gen),
+		"method": "initialize", "params": b.initParams})
+	resp, err := b.post(ctx, body, message{Method: string(mcp.MethodInitialize)}, "", "")
 	if err != nil {
-		b.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": mcp.INTERNAL_ERROR, "message": "proxyd: " + err.Error()}})
+		return fmt.Errorf("replaying the client's initialize to the new proxyd: %w", err)
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+	var res struct {
+		Result *struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		_ = readEvents(bytes.NewReader(raw), func(d []byte) { _ = json.Unmarshal(d, &res) })
+	} else {
+		_ = json.Unmarshal(raw, &res)
+	}
+	switch {
+	case res.Error != nil:
+		return fmt.Errorf("the new proxyd refused the replayed initialize: %s; exiting so the client can start again", res.Error.Message)
+	case res.Result == nil || sid == "":
+		return fmt.Errorf("the new proxyd gave no session for the replayed initialize (HTTP %d); exiting so the client can start again", resp.StatusCode)
+	case res.Result.ProtocolVersion != b.version:
+		return fmt.Errorf("the new proxyd negotiated protocol %s where the client's session had %s; exiting so the client can start again",
+			res.Result.ProtocolVersion, b.version)
+	}
+	b.sid = sid
+	note := []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if resp, err := b.post(ctx, note, message{Method: string(mcp.MethodNotificationInitialized)}, b.sid, b.version); err == nil {
+		resp.Body.Close()
+	}
+	fmt.Fprintf(b.log, "mcpx stdio: re-established the session with the new proxyd (replayed the client's initialize)\n")
+	if b.initDone {
+		go b.listen(ctx)
+	}
+	return nil
+}
+
+// listen keeps a legacy session's GET stream open and passes what comes
+// on it (resource updates, list changes, log messages) to the client.
+func (b *bridge) listen(ctx context.Context) {
+	b.mu.Lock()
+	if b.initParams == nil || b.sid == "" || b.stopGET != nil {
+		b.mu.Unlock()
 		return
 	}
-	if m.Method == string(mcp.MethodInitialize) && resp.Error == nil {
-		var r struct {
-			ProtocolVersion string `json:"protocolVersion"`
+	ctx, cancel := context.WithCancel(ctx)
+	b.stopGET = cancel
+	sid, version := b.sid, b.version
+	b.mu.Unlock()
+	go func() {
+		for ctx.Err() == nil {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
+			if err != nil {
+				return
+			}
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", version)
+			resp, err := b.hc.Do(req)
+			if err == nil {
+				if resp.StatusCode == http.StatusOK {
+					_ = readEvents(resp.Body, b.line)
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+					return // a new session gets a new stream
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
-		if json.Unmarshal(resp.Result, &r) == nil && r.ProtocolVersion != "" {
-			b.tr.SetProtocolVersion(r.ProtocolVersion)
-		}
+	}()
+}
+
+func (b *bridge) stopListening() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopGET != nil {
+		b.stopGET()
+		b.stopGET = nil
 	}
-	b.write(resp)
+}
+
+// die ends the bridge with err (said on stderr by run).
+func (b *bridge) die(err error) {
+	select {
+	case b.fatal <- err:
+	default:
+	}
 }
 
 func metaProtocolVersion(params json.RawMessage) string {

@@ -1,61 +1,114 @@
 package commands
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 var toolsCommand = &cli.Command{
 	Name:      "tools",
 	Usage:     "list the tools of every server, or of one",
-	ArgsUsage: "[SERVER]",
+	ArgsUsage: "[SERVER | URL | -- COMMAND [ARGS...]]",
 	Description: `Lists tools as MCP clients see them through proxyd: the exposed name
 (the server's prefix, <server>__ by default, and the tool's own name),
 whether the tool is read-only or destructive, and its description. A tool
 whose name another server already exposes is marked "left out". -o json
 includes each tool's input schema, verbatim.
 
+'mcpx tools URL' and 'mcpx tools -- COMMAND [ARGS...]' list a server that is
+not configured: through proxyd when it is up (recorded as an ad-hoc
+server), in-process otherwise.
+
 Examples:
    mcpx tools
-   mcpx tools docs -o json`,
+   mcpx tools docs -o json
+   mcpx tools https://example.com/mcp
+   mcpx tools -- npx -y @modelcontextprotocol/server-everything`,
 	Flags:        []cli.Flag{outputFlag},
 	BashComplete: completeServers,
 	Action:       runTools,
 }
 
 func runTools(c *cli.Context) error {
-	if c.NArg() > 1 {
-		return usageErr("tools takes at most one SERVER")
-	}
 	if _, err := format(c); err != nil {
 		return err
+	}
+	if t, rest := adHocTarget(c, c.Args().Slice()); t != nil {
+		if len(rest) > 0 {
+			return usageErr("tools takes one URL, or a stdio command after '--'")
+		}
+		return runToolsAdHoc(c, t)
+	}
+	if c.NArg() > 1 {
+		return usageErr("tools takes at most one SERVER")
 	}
 	tools, err := newClient(c).Tools(c.Context, c.Args().First())
 	if err != nil {
 		return daemonErr(err)
 	}
-	return render(c, tools, func(w io.Writer) error {
-		if len(tools) == 0 {
-			fmt.Fprintln(w, "No tools (are the servers ready? see 'mcpx status').")
-			return nil
+	return render(c, tools, func(w io.Writer) error { return toolsTable(w, tools) })
+}
+
+// runToolsAdHoc lists the tools of a one-shot target.
+func runToolsAdHoc(c *cli.Context, t *api.AdHocTarget) error {
+	res, err := runAdHoc(c, t, "tools/list", nil)
+	if err != nil {
+		return err
+	}
+	var tools []api.Tool
+	if res.Error == nil {
+		var r struct {
+			Tools []struct {
+				Name        string          `json:"name"`
+				Title       string          `json:"title"`
+				Description string          `json:"description"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+				Annotations struct {
+					ReadOnly    *bool `json:"readOnlyHint"`
+					Destructive *bool `json:"destructiveHint"`
+				} `json:"annotations"`
+			} `json:"tools"`
 		}
-		t := newTable(w, "TOOL", "SERVER", "KIND", "DESCRIPTION")
-		for _, tl := range tools {
-			kind := "write"
-			switch {
-			case tl.ReadOnly:
-				kind = "read-only"
-			case tl.Destructive:
-				kind = "destructive"
-			}
-			desc := oneLine(tl.Description, 70)
-			if tl.LeftOut != "" {
-				kind, desc = "left out", oneLine(tl.LeftOut, 70)
-			}
-			_ = t.Append([]string{tl.Exposed, tl.Server, kind, desc})
+		if err := decodeResult(res, &r); err != nil {
+			return err
 		}
-		return t.Render()
-	})
+		for _, x := range r.Tools {
+			tl := api.Tool{Server: res.Server, Name: x.Name, Exposed: x.Name, Title: x.Title, Description: x.Description, InputSchema: x.InputSchema}
+			tl.ReadOnly = x.Annotations.ReadOnly != nil && *x.Annotations.ReadOnly
+			tl.Destructive = !tl.ReadOnly && (x.Annotations.Destructive == nil || *x.Annotations.Destructive)
+			tools = append(tools, tl)
+		}
+	}
+	if res.Error != nil {
+		return rpcOutcome(c, res, nil)
+	}
+	return render(c, tools, func(w io.Writer) error { return toolsTable(w, tools) })
+}
+
+func toolsTable(w io.Writer, tools []api.Tool) error {
+	if len(tools) == 0 {
+		fmt.Fprintln(w, "No tools (are the servers ready? see 'mcpx status').")
+		return nil
+	}
+	t := newTable(w, "TOOL", "SERVER", "KIND", "DESCRIPTION")
+	for _, tl := range tools {
+		kind := "write"
+		switch {
+		case tl.ReadOnly:
+			kind = "read-only"
+		case tl.Destructive:
+			kind = "destructive"
+		}
+		desc := oneLine(tl.Description, 70)
+		if tl.LeftOut != "" {
+			kind, desc = "left out", oneLine(tl.LeftOut, 70)
+		}
+		_ = t.Append([]string{tl.Exposed, tl.Server, kind, desc})
+	}
+	return t.Render()
 }

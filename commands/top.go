@@ -2,11 +2,8 @@ package commands
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -22,7 +19,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/internal/chart"
 	"github.com/mcpx-dev/mcpx/internal/livestats"
-	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
@@ -59,8 +56,6 @@ Examples:
 	},
 	Action: runTop,
 }
-
-func init() { extraCommands = append(extraCommands, topCommand) }
 
 // topBuckets is the number of points of a row's sparkline.
 const topBuckets = 30
@@ -138,14 +133,10 @@ func (s *topSource) followOnce(ctx context.Context) error {
 	defer cancel()
 	// The live stream starts first so that nothing falls between the
 	// backfill and it; records seen twice are told apart by id.
-	live := make(chan activity.Record, 4096)
+	live := make(chan api.ActivityRecord, 4096)
 	ferr := make(chan error, 1)
 	go func() {
-		ferr <- s.cl.Stream(fctx, http.MethodGet, "/v1/activity/follow", nil, func(line []byte) error {
-			var r activity.Record
-			if err := json.Unmarshal(line, &r); err != nil {
-				return fmt.Errorf("decoding an activity record: %w", err)
-			}
+		ferr <- streamEach(s.cl.FollowActivity(fctx, api.ActivityQuery{}))(func(r api.ActivityRecord) error {
 			select {
 			case live <- r:
 				return nil
@@ -156,25 +147,18 @@ func (s *topSource) followOnce(ctx context.Context) error {
 	}()
 	win := livestats.New(s.window, s.window/topBuckets)
 	var lastID int64
-	add := func(r activity.Record) {
+	add := func(r api.ActivityRecord) error {
 		if r.ID != 0 && r.ID <= lastID {
-			return
+			return nil
 		}
 		lastID = max(lastID, r.ID)
 		win.Add(livestats.Call{ID: r.ID, Time: r.Time, Server: r.Server, DurationMS: r.DurationMS,
-			Failed: r.Status == activity.StatusError, ErrorClass: r.ErrorClass, FaultDomain: r.FaultDomain,
+			Failed: r.Status == api.StatusError, ErrorClass: r.ErrorClass, FaultDomain: r.FaultDomain,
 			Reinit: r.Reinit, TokenRefresh: r.TokenRefresh})
-	}
-	q := url.Values{"since": {time.Now().Add(-s.window).UTC().Format(time.RFC3339Nano)}}
-	err := s.cl.Stream(fctx, http.MethodGet, "/v1/activity/export?"+q.Encode(), nil, func(line []byte) error {
-		var r activity.Record
-		if err := json.Unmarshal(line, &r); err != nil {
-			return fmt.Errorf("decoding an activity record: %w", err)
-		}
-		add(r)
 		return nil
-	})
-	if err != nil {
+	}
+	backfill := api.ActivityQuery{Since: time.Now().Add(-s.window)}
+	if err := streamEach(s.cl.ExportActivity(fctx, backfill))(add); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -183,7 +167,7 @@ func (s *topSource) followOnce(ctx context.Context) error {
 	for {
 		select {
 		case r := <-live:
-			add(r) // the window locks itself
+			_ = add(r) // the window locks itself
 		case err := <-ferr:
 			if err == nil {
 				err = fmt.Errorf("proxyd ended the activity stream")
@@ -223,8 +207,7 @@ func (s *topSource) frame(ctx context.Context, domain string) topFrame {
 	}
 	f.Version = st.Version
 	refreshes := map[string]int64{}
-	var auth []api.AuthStatus
-	if s.cl.Do(ctx, http.MethodGet, "/v1/auth/status", nil, &auth) == nil {
+	if auth, err := s.cl.AuthStatus(ctx, ""); err == nil {
 		for _, a := range auth {
 			if a.SignedIn {
 				refreshes[a.Server] = a.TokenRequests
@@ -313,7 +296,7 @@ func failureRate(s livestats.Stats) float64 {
 // topCells are a row's columns as text, shared by both modes.
 func topCells(r topRow) []string {
 	s := r.Stats
-	cells := []string{sanitize(r.Server), r.State, "-", "-", "-", "-", "-", "", strconv.FormatInt(r.Reinits, 10), "-"}
+	cells := []string{redact.Control(r.Server), r.State, "-", "-", "-", "-", "-", "", strconv.FormatInt(r.Reinits, 10), "-"}
 	if s.Calls > 0 {
 		cells[2] = fmt.Sprintf("%.2f", s.PerSecond)
 		cells[3] = fmt.Sprintf("%.1f%%", failureRate(s)*100)
@@ -365,7 +348,7 @@ func topTitle(f topFrame, v topView, shown int) string {
 	s := fmt.Sprintf("mcpx top · %s · %d of %d servers · window %s · sort %s %s · domain %s",
 		f.At.Format("15:04:05"), shown, len(f.Rows), v.window, topSortNames[v.sortBy], order, domain)
 	if f.StreamErr != nil {
-		s += " · activity stream down: " + sanitize(f.StreamErr.Error())
+		s += " · activity stream down: " + redact.Control(f.StreamErr.Error())
 	}
 	return s
 }

@@ -3,8 +3,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +12,8 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/urfave/cli/v2"
 
-	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // runTopTUI runs the full-screen view until the user quits or ctx ends.
@@ -56,7 +55,7 @@ type (
 	topFrameMsg    topFrame
 	topFailuresMsg struct {
 		server string
-		recs   []activity.Record
+		recs   []api.ActivityRecord
 		err    error
 	}
 )
@@ -92,13 +91,12 @@ func (m *topModel) tick() tea.Cmd {
 
 // loadFailures reads a server's recent failed calls.
 func (m *topModel) loadFailures(server string) tea.Cmd {
-	q := url.Values{"server": {server}, "status": {activity.StatusError}, "limit": {"200"}}
+	q := api.ActivityQuery{Servers: []string{server}, Statuses: []string{api.StatusError}, Limit: 200}
 	if m.view.domain != "" {
-		q.Set("fault_domain", m.view.domain)
+		q.FaultDomains = []string{m.view.domain}
 	}
 	return func() tea.Msg {
-		var recs []activity.Record
-		err := m.src.cl.Do(m.ctx, http.MethodGet, "/v1/activity?"+q.Encode(), nil, &recs)
+		recs, err := m.src.cl.Activity(m.ctx, q)
 		return topFailuresMsg{server: server, recs: recs, err: err}
 	}
 }
@@ -174,7 +172,7 @@ func (m *topModel) View() string {
 	var b strings.Builder
 	b.WriteString(m.st.title.Render(clip(topTitle(m.frame, m.view, len(m.rows)), m.width)) + "\n")
 	if m.frame.Err != nil {
-		b.WriteString(m.st.bad.Render(clip("proxyd does not answer: "+sanitize(m.frame.Err.Error())+" (retrying)", m.width)) + "\n")
+		b.WriteString(m.st.bad.Render(clip("proxyd does not answer: "+redact.Control(m.frame.Err.Error())+" (retrying)", m.width)) + "\n")
 	}
 	cells := [][]string{topHeaders}
 	for _, r := range m.rows {
@@ -221,10 +219,10 @@ func (m *topModel) failuresView() string {
 	if m.view.domain != "" {
 		domain = m.view.domain
 	}
-	title := fmt.Sprintf("recent failures of %s · domain %s · %d records", sanitize(f.server), domain, len(f.recs))
+	title := fmt.Sprintf("recent failures of %s · domain %s · %d records", redact.Control(f.server), domain, len(f.recs))
 	b.WriteString(m.st.title.Render(clip(title, m.width)) + "\n")
 	if f.err != nil {
-		b.WriteString(m.st.bad.Render(clip("cannot read the activity: "+sanitize(f.err.Error()), m.width)) + "\n")
+		b.WriteString(m.st.bad.Render(clip("cannot read the activity: "+redact.Control(f.err.Error()), m.width)) + "\n")
 	}
 	cells := [][]string{{"ID", "TIME", "TOOL", "CLASS", "DOMAIN", "HTTP", "DURATION", "ERROR"}}
 	for _, r := range f.recs {
@@ -232,8 +230,8 @@ func (m *topModel) failuresView() string {
 		if r.UpstreamHTTPStatus != 0 {
 			httpStatus = strconv.Itoa(r.UpstreamHTTPStatus)
 		}
-		msg := strings.Join(strings.Fields(sanitize(r.Error)), " ")
-		cells = append(cells, []string{strconv.FormatInt(r.ID, 10), r.Time.Local().Format("15:04:05"), sanitize(r.Tool),
+		msg := strings.Join(strings.Fields(redact.Control(r.Error)), " ")
+		cells = append(cells, []string{strconv.FormatInt(r.ID, 10), r.Time.Local().Format("15:04:05"), redact.Control(r.Tool),
 			dash(r.ErrorClass), dash(r.FaultDomain), httpStatus, fmt.Sprintf("%.1fms", r.DurationMS), dash(msg)})
 	}
 	widths := columnWidths(cells)

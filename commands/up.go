@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ Examples:
    mcpx up --timeout 30s
    mcpx --state-dir /tmp/mcpx --socket /tmp/mcpx/s.sock up`,
 	Flags: []cli.Flag{
+		outputFlag,
 		&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second, Usage: "how long to wait for proxyd to become ready"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "proxyd's log level"},
 	},
@@ -37,10 +39,15 @@ Examples:
 }
 
 func runUp(c *cli.Context) error {
+	if _, err := format(c); err != nil {
+		return err
+	}
 	cl := newClient(c)
 	if st, err := cl.Status(c.Context); err == nil {
-		fmt.Fprintf(c.App.Writer, "proxyd already running (pid %d) on %s\n", st.PID, st.Socket)
-		return nil
+		return render(c, st, func(w io.Writer) error {
+			_, err := fmt.Fprintf(w, "proxyd already running (pid %d) on %s\n", st.PID, st.Socket)
+			return err
+		})
 	} else if !api.IsNotRunning(err) {
 		return err
 	}
@@ -58,6 +65,8 @@ func runUp(c *cli.Context) error {
 		return fmt.Errorf("opening %s: %w", logPath, err)
 	}
 	defer logf.Close()
+	// Errors shown are this start's only: the log from here on.
+	startOffset, _ := logf.Seek(0, io.SeekEnd)
 	args := []string{"--socket", socketPath(c), "--config", configPath(c), "--state-dir", dir,
 		"proxyd", "--log-level", c.String("log-level")}
 	cmd := exec.Command(exe, args...)
@@ -76,14 +85,16 @@ func runUp(c *cli.Context) error {
 	for {
 		st, err := cl.Status(ctx)
 		if err == nil {
-			fmt.Fprintf(c.App.Writer, "proxyd started (pid %d)\n  socket: %s\n  MCP endpoint: %s\n  log: %s\n", st.PID, st.Socket, st.MCPURL, logPath)
-			return nil
+			return render(c, st, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "proxyd started (pid %d)\n  socket: %s\n  MCP endpoint: %s\n  log: %s\n", st.PID, st.Socket, st.MCPURL, logPath)
+				return err
+			})
 		}
 		select {
 		case err := <-exited:
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == ExitConfig {
-				return exitErr(ExitConfig, fmt.Errorf("proxyd refused its config; from %s:\n%s", logPath, tail(logPath, 4)))
+				return exitErr(ExitConfig, fmt.Errorf("proxyd refused its config; from %s:\n%s", logPath, tail(logPath, startOffset, 4)))
 			}
 			if errors.As(err, &ee) || err == nil {
 				// Another daemon may have won the race for the socket.
@@ -92,7 +103,7 @@ func runUp(c *cli.Context) error {
 					return nil
 				}
 			}
-			return fmt.Errorf("proxyd exited before it was ready; last lines of %s:\n%s", logPath, tail(logPath, 8))
+			return fmt.Errorf("proxyd exited before it was ready; last lines of %s:\n%s", logPath, tail(logPath, startOffset, 8))
 		case <-ctx.Done():
 			return fmt.Errorf("proxyd did not become ready within %s; see %s", c.Duration("timeout"), logPath)
 		case <-tick.C:
@@ -100,11 +111,14 @@ func runUp(c *cli.Context) error {
 	}
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
+// tail returns the last n lines of a file written after offset.
+func tail(path string, offset int64, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
+	}
+	if offset > 0 && offset <= int64(len(b)) {
+		b = b[offset:]
 	}
 	lines := splitLines(string(b))
 	if len(lines) > n {

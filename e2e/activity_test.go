@@ -79,6 +79,9 @@ func TestActivityClassificationMatrix(t *testing.T) {
 			if r.class == "auth" {
 				want = 6 // a call that needs a sign-in
 			}
+			if r.tool == "no_such_tool" {
+				want = 8 // no such tool
+			}
 			e.runJSON(want, &resp, append(args, r.extra...)...)
 			var recs []activity.Record
 			e.runJSON(0, &recs, "activity", "--limit", "1")
@@ -124,7 +127,7 @@ func TestActivityClassificationMatrix(t *testing.T) {
 	}
 	// Most calls failed: the server is degraded, with the summary.
 	var health []api.ServerStatus
-	e.runJSON(0, &health, "health", "fixture")
+	e.runJSON(9, &health, "health", "fixture") // unhealthy fails a CI gate
 	if len(health) != 1 || health[0].State != api.StateDegraded || !strings.Contains(health[0].Health.Summary, "tool calls failed in the last 5 min") {
 		t.Errorf("health %+v, want degraded with the summary", health)
 	}

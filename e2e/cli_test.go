@@ -149,7 +149,12 @@ func checkCalls(t *testing.T, e *env) {
 		{name: "json-args", args: []string{"add", `{"a": 2, "b": 3}`}, code: 0, wantText: "5"},
 		{name: "kv-numbers", args: []string{"add", "a=40", "b=2"}, code: 0, wantText: "42"},
 		{name: "is-error", args: []string{"fail"}, code: 4, isError: true},
-		{name: "unknown-tool", args: []string{"no_such_tool"}, code: 4, wantClass: "any"},
+		{name: "unknown-tool", args: []string{"no_such_tool"}, code: 8, wantClass: "any"},
+		// KEY=VALUE typed by the input schema: a string stays a string.
+		{name: "kv-string-digits", args: []string{"echo", "text=123"}, code: 0, wantText: "123"},
+		// Checked against the schema before sending: the caller's fault.
+		{name: "schema-mismatch", args: []string{"add", "a=x", "b=2"}, code: 2, wantClass: "any"},
+		{name: "schema-missing", args: []string{"add", "b=2"}, code: 2, wantClass: "any"},
 	}
 	// No subtests here: env's helpers fail the test that owns the env.
 	for _, tc := range tests {

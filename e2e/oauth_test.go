@@ -55,8 +55,11 @@ func TestOAuthFixture(t *testing.T) {
 			if st := fx.stats(t); st.Registrations != 1 || st.CodeExchanges != 2 {
 				t.Errorf("fixture stats after two sign-ins = %+v, want 1 registration and 2 code exchanges", st)
 			}
-
-			o.waitReady("docs")
+			// login returns once proxyd has reconnected with the token and
+			// listed the tools: a call right after it needs no waiting.
+			if lr.Connection == nil || lr.Connection.State != api.StateReady || lr.Connection.Tools == 0 || lr.Connection.Error != "" {
+				t.Errorf("login's connection = %+v, want ready with tools", lr.Connection)
+			}
 			r = o.mustRun("call", "docs", "echo", "text=hello-oauth")
 			if !strings.Contains(r.stdout, "hello-oauth") {
 				t.Errorf("call output lacks the echo:\n%s", r)

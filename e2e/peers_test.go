@@ -1,14 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,13 +15,15 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 
-	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // everythingTools is how many tools server-everything lists to a client
-// that declares no sampling, elicitation or roots.
-const everythingTools = 13
+// that declares sampling, elicitation and roots, as proxyd does upstream
+// (it relays those requests to its clients): 13 plus get-roots-list,
+// trigger-elicitation-request, trigger-url-elicitation and
+// trigger-sampling-request.
+const everythingTools = 17
 
 // startEverythingHTTP runs server-everything's Streamable HTTP transport on
 // a free loopback port and returns its URL. It binds every interface and
@@ -136,109 +133,4 @@ func TestServerEverything(t *testing.T) {
 			}
 		})
 	}
-}
-
-// conformanceScenarios are the suite's server scenarios that apply to any
-// MCP server, proxyd's aggregated endpoint included.
-var conformanceScenarios = []string{
-	"server-initialize",
-	"ping",
-	"tools-list",
-	"logging-set-level",
-	"dns-rebinding-protection",
-}
-
-// bearerForwarder puts the bearer on every request to target, keeping Host
-// and Origin exactly as the runner sent them: the runner has no header
-// option, and the endpoint must keep its own Host/Origin checks.
-func bearerForwarder(t *testing.T, target, authorization string) *httptest.Server {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatalf("parsing %s: %v", target, err)
-	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = u.Scheme
-			pr.Out.URL.Host = u.Host
-			pr.Out.Host = pr.In.Host
-			pr.Out.Header.Set("Authorization", authorization)
-		},
-		FlushInterval: -1, // stream SSE responses as they come
-	}
-	srv := httptest.NewServer(rp)
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-type conformanceCheck struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	Status       string `json:"status"`
-	ErrorMessage string `json:"errorMessage"`
-}
-
-func TestConformanceServerScenarios(t *testing.T) {
-	peers := peersDir(t)
-	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
-	ci := e.connectInfo()
-	fwd := bearerForwarder(t, ci.URL, bearerHeader(ci)["Authorization"])
-	fwdURL := fwd.URL + "/mcp"
-	runnerEnv := e.environ()
-
-	for _, scenario := range conformanceScenarios {
-		t.Run(scenario, func(t *testing.T) {
-			out := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, filepath.Join(peers, nodeRel), filepath.Join(peers, conformanceRel),
-				"server", "--url", fwdURL, "--scenario", scenario, "-o", out)
-			cmd.Dir = peers
-			cmd.Env = runnerEnv
-			var buf bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &buf, &buf
-			cmd.WaitDelay = 5 * time.Second
-			runErr := cmd.Run()
-			if ctx.Err() != nil {
-				t.Fatalf("conformance %s did not finish in time:\n%s", scenario, buf.String())
-			}
-
-			checks := readChecks(t, out)
-			var failed []string
-			for _, c := range checks {
-				t.Logf("%s %s: %s %s", c.Status, c.ID, c.Name, c.ErrorMessage)
-				if c.Status == "FAILURE" {
-					failed = append(failed, fmt.Sprintf("%s (%s)", c.ID, c.ErrorMessage))
-				}
-			}
-			if len(checks) == 0 {
-				t.Errorf("conformance %s ran 0 checks:\n%s", scenario, buf.String())
-			}
-			if len(failed) > 0 || runErr != nil {
-				t.Errorf("conformance %s: exit %v, failed checks %v\n%s", scenario, runErr, failed, buf.String())
-			}
-		})
-	}
-}
-
-// readChecks reads every checks.json the runner wrote under dir.
-func readChecks(t *testing.T, dir string) []conformanceCheck {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*", "checks.json"))
-	if err != nil {
-		t.Fatalf("finding checks.json: %v", err)
-	}
-	var all []conformanceCheck
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatalf("reading %s: %v", f, err)
-		}
-		var cs []conformanceCheck
-		if err := json.Unmarshal(b, &cs); err != nil {
-			t.Fatalf("decoding %s: %v", f, err)
-		}
-		all = append(all, cs...)
-	}
-	return all
 }

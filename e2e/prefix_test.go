@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/fixtures/conformance"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -139,8 +140,8 @@ servers:
 		{[]string{"gh_echo", `{"text": "v6"}`}, 0, "beta", "v6"},
 		{[]string{"gamma", "echo", "text=v7"}, 0, "gamma", "7"}, // left out for clients, not for the CLI
 		{[]string{"get_time"}, 0, "alpha", ""},
-		{[]string{"alpha", "gh_echo", "text=x"}, 4, "alpha", ""},
-		{[]string{"no_such_tool", "text=x"}, 4, "", ""},
+		{[]string{"alpha", "gh_echo", "text=x"}, 8, "alpha", ""},
+		{[]string{"no_such_tool", "text=x"}, 8, "", ""},
 	}
 	for _, tc := range calls {
 		var res api.CallResponse
@@ -154,5 +155,63 @@ servers:
 	}
 	if r := e.run("call", "beta"); r.code != 2 || !strings.Contains(r.stderr, "name one of its tools") {
 		t.Errorf("call with a server and no tool: want exit 2 and a hint:\n%s", r)
+	}
+}
+
+// TestPrefixPrompts: two servers without a prefix expose the same prompts;
+// the first keeps them, the second's are left out with warnings, and the
+// kept prompts answer through proxyd under the upstream's own names.
+func TestPrefixPrompts(t *testing.T) {
+	var urls []string
+	for range 2 {
+		fx, err := conformance.Start(conformance.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = fx.Close() })
+		urls = append(urls, fx.URL())
+	}
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: one\n    url: %s\n    prefix: \"\"\n  - name: two\n    url: %s\n    prefix: \"\"\n", urls[0], urls[1]))
+	e.startProxyd()
+	e.waitServer("one", api.StateReady)
+	e.waitServer("two", api.StateReady)
+	waitFor(t, "two's prompt warnings", func() (bool, string) {
+		for _, s := range e.status().Servers {
+			if s.Name == "two" {
+				return slices.ContainsFunc(s.Warnings, func(w string) bool {
+					return strings.HasPrefix(w, `prompt "test_simple_prompt" is left out`)
+				}), fmt.Sprintf("%q", s.Warnings)
+			}
+		}
+		return false, "no server two"
+	})
+
+	ci := e.connectInfo()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	tr, err := transport.NewStreamableHTTP(ci.URL, transport.WithHTTPHeaders(bearerHeader(ci)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr)
+	initClient(t, ctx, c)
+	prompts, err := c.ListPrompts(ctx, mcp.ListPromptsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, p := range prompts.Prompts {
+		seen[p.Name]++
+	}
+	if seen["test_simple_prompt"] != 1 || seen["test_prompt_with_arguments"] != 1 {
+		t.Errorf("prompts through proxyd: %v", seen)
+	}
+	got, err := c.GetPrompt(ctx, mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "test_prompt_with_arguments", Arguments: map[string]string{"arg1": "x", "arg2": "y"}}})
+	if err != nil || len(got.Messages) != 1 {
+		t.Fatalf("get prompt: %+v, %v", got, err)
+	}
+	if txt, _ := got.Messages[0].Content.(mcp.TextContent); txt.Text != "Prompt with arguments: arg1='x', arg2='y'" {
+		t.Errorf("prompt text %q", txt.Text)
 	}
 }

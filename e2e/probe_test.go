@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,7 +43,13 @@ func TestProbeEveryFixtureThroughBinary(t *testing.T) {
 		status, exit int
 	}
 	probeOnce := func(kind, how string, args ...string) (outcome, bool) {
-		r := e.run(append([]string{"probe", "--timeout", "2s", "-o", "json"}, args...)...)
+		// A short step timeout only where a timeout is the verdict: on a
+		// loaded machine a healthy step may take longer than that.
+		timeout := "15s"
+		if tlsfixtures.Expected[kind].Code == probe.CodeTimeout {
+			timeout = "2s"
+		}
+		r := e.run(append([]string{"probe", "--timeout", timeout, "-o", "json"}, args...)...)
 		var rep probe.Report
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Errorf("%s %s: decoding the report: %v\n%s", kind, how, err, r)
@@ -90,6 +98,20 @@ func TestProbeEveryFixtureThroughBinary(t *testing.T) {
 		record(kind, "by URL through proxyd", byURL(kind)...)
 		record(kind, "by name through proxyd", kind)
 	}
+	// Through proxyd a name is resolved from proxyd's configuration, not
+	// from the CLI's --config; a name proxyd does not know is a usage error.
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	if err := os.WriteFile(other, []byte("servers: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runRaw("--socket", e.Socket, "--config", other, "--state-dir", e.StateDir, "probe", tlsfixtures.KindAuthOK, "-o", "json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"auth_required"`) {
+		t.Errorf("probe by a name only proxyd's config has:\n%s", r)
+	}
+	if r := e.run("probe", "no-such-server"); r.code != 8 || !strings.Contains(r.stderr, `no server named "no-such-server"`) {
+		t.Errorf("probe of an unknown name through proxyd:\n%s", r)
+	}
+
 	for _, kind := range tlsfixtures.Kinds {
 		x := tlsfixtures.Expected[kind]
 		want := outcome{x.Code, x.Reason, x.HTTPStatus, probe.ExitCode(x.Code)}

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Result codes, as documented in DESIGN.md ("Probe outcome").
+// Result codes, as documented in the README ("Result codes and exit codes").
 const (
 	CodeOK                    = "ok"
 	CodeAuthRequired          = "auth_required"

@@ -343,6 +343,11 @@ func (r *runner) httpStep(ctx context.Context, first *exchange, redirects []redi
 			Message: fmt.Sprintf("HTTP %d: nothing at %s", st, first.URL),
 			Hint:    "check the path of the URL: MCP endpoints are often at /mcp (streamable-http) or /sse (sse)"}, data)
 		return false
+	case refusesPOST(st, first.ContentType):
+		r.fail(StepHTTP, start, Result{Code: CodeNotMCP, HTTPStatus: st, Reason: "protocol",
+			Message: fmt.Sprintf("HTTP %d %s with an HTML page: a web server that does not take POST here, not an MCP endpoint", st, http.StatusText(st)),
+			Hint:    "check the URL's path (MCP endpoints are often at /mcp, or /sse for the sse transport)"}, data)
+		return false
 	case st == http.StatusForbidden && !rpcBody:
 		r.fail(StepHTTP, start, Result{Code: CodeHTTPStatus, HTTPStatus: st,
 			Message: fmt.Sprintf("HTTP 403 Forbidden: %s", bodyGist(first)),
@@ -368,6 +373,12 @@ func (r *runner) httpStep(ctx context.Context, first *exchange, redirects []redi
 		r.add(StepHTTP, StatusWarn, start, summary, data)
 	}
 	return true
+}
+
+// refusesPOST: a plain web server's answer to a POST it does not take
+// (405 or 501 with an HTML page), which says "not MCP", not "failing".
+func refusesPOST(status int, contentType string) bool {
+	return (status == http.StatusMethodNotAllowed || status == http.StatusNotImplemented) && mediaType(contentType) == "text/html"
 }
 
 func mediaType(ct string) string {
@@ -430,6 +441,10 @@ func (r *runner) mcpFailure(start time.Time, err error, ex []*exchange) {
 		r.fail(StepMCP, start, Result{Code: CodeNotMCP,
 			Message: fmt.Sprintf("the endpoint answered HTTP %d with %s, not JSON-RPC: %q", last.Status, mediaType(last.ContentType), bodyGist(last)),
 			Hint:    "this URL is not an MCP endpoint: check the path (often /mcp) and --transport (streamable-http or sse)"}, facts)
+	case last != nil && refusesPOST(last.Status, last.ContentType):
+		r.fail(StepMCP, start, Result{Code: CodeNotMCP, HTTPStatus: last.Status, Reason: "protocol",
+			Message: fmt.Sprintf("%s %s answered HTTP %d with an HTML page: a web server, not an MCP endpoint", last.Method, last.RPC, last.Status),
+			Hint:    "check the URL's path (MCP endpoints are often at /mcp, or /sse for the sse transport)"}, facts)
 	case last != nil && last.Status >= 400 && !isRPCContent(last.ContentType):
 		r.fail(StepMCP, start, Result{Code: CodeHTTPStatus, HTTPStatus: last.Status,
 			Message: fmt.Sprintf("%s %s answered HTTP %d: %s", last.Method, last.RPC, last.Status, bodyGist(last)),

@@ -2,8 +2,10 @@ package probe
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -181,6 +183,19 @@ type certInfo struct {
 	DaysLeft   int       `json:"days_left"`
 	IsCA       bool      `json:"is_ca"`
 	SelfSigned bool      `json:"self_signed"`
+	// SHA256 is the fingerprint of the DER certificate, as openssl prints
+	// it (AB:CD:...); PEM the certificate itself (public, for --show-certs).
+	SHA256 string `json:"sha256"`
+	PEM    string `json:"pem,omitempty"`
+}
+
+func fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	parts := make([]string, len(sum))
+	for i, b := range sum {
+		parts[i] = fmt.Sprintf("%02X", b)
+	}
+	return strings.Join(parts, ":")
 }
 
 func describeChain(chain []*x509.Certificate, now time.Time) []certInfo {
@@ -203,6 +218,8 @@ func describeChain(chain []*x509.Certificate, now time.Time) []certInfo {
 			DaysLeft:   int(c.NotAfter.Sub(now).Hours() / 24),
 			IsCA:       c.IsCA,
 			SelfSigned: selfSigned(c),
+			SHA256:     fingerprint(c.Raw),
+			PEM:        string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})),
 		})
 	}
 	return out

@@ -30,16 +30,16 @@ const (
 
 // Step statuses.
 const (
-	StatusOK   = "ok"
-	StatusWarn = "warn"
-	StatusFail = "fail"
-	StatusSkip = "skip"
+	StatusOK   api.StepStatus = "ok"
+	StatusWarn api.StepStatus = "warn"
+	StatusFail api.StepStatus = "fail"
+	StatusSkip api.StepStatus = "skip"
 )
 
 // Report modes.
 const (
-	ModeProxyd    = "proxyd"
-	ModeInProcess = "in-process"
+	ModeProxyd    api.ProbeMode = "proxyd"
+	ModeInProcess api.ProbeMode = "in-process"
 )
 
 // Transports and protocol choices.
@@ -192,7 +192,7 @@ func (r *runner) run(ctx context.Context) {
 }
 
 // add appends a step, timing it from start.
-func (r *runner) add(id, status string, start time.Time, detail string, data any) {
+func (r *runner) add(id string, status api.StepStatus, start time.Time, detail string, data any) {
 	s := Step{ID: id, Status: status, Detail: detail, Data: data}
 	if !start.IsZero() {
 		s.DurationMS = ms(time.Since(start))

@@ -178,7 +178,7 @@ func TestProtocolChoice(t *testing.T) {
 func TestUnknownSessionCheck(t *testing.T) {
 	tests := []struct {
 		kind   string
-		status string
+		status api.StepStatus
 		detail string
 	}{
 		{tlsfixtures.KindLegacy, probe.StatusOK, "session id issued"},
@@ -311,7 +311,7 @@ func step(rep *probe.Report, id string) probe.Step {
 	return probe.Step{}
 }
 
-func assertStep(t *testing.T, rep *probe.Report, id, status string) probe.Step {
+func assertStep(t *testing.T, rep *probe.Report, id string, status api.StepStatus) probe.Step {
 	t.Helper()
 	s := step(rep, id)
 	if s.Status != status {

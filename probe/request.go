@@ -17,9 +17,13 @@ func (e *UnknownServerError) Error() string {
 	return fmt.Sprintf("no server named %q (see 'mcpx servers')", e.Name)
 }
 
-// ForServer are the options of a probe of a configured server: its URL,
+// forServer are the options of a probe of a configured server: its URL,
 // headers, TLS CA file, transport, protocol and OAuth settings.
-func ForServer(s config.Server) Options {
+func forServer(s config.Server) (Options, error) {
+	hdrs, err := s.ResolvedHeaders()
+	if err != nil {
+		return Options{}, err
+	}
 	o := Options{
 		ServerName: s.Name,
 		Target:     s.URL,
@@ -28,7 +32,7 @@ func ForServer(s config.Server) Options {
 		Headers:    make(map[string]string, len(s.Headers)),
 		OAuth:      s.OAuth.Overrides(),
 	}
-	for k, v := range s.Headers {
+	for k, v := range hdrs {
 		o.Headers[k] = v
 	}
 	if s.TLS != nil {
@@ -41,7 +45,7 @@ func ForServer(s config.Server) Options {
 		}
 		o.AllowMissingPKCE = s.OAuth.AllowMissingPKCEMethods
 	}
-	return o
+	return o, nil
 }
 
 // CheckRequest reports what is wrong with a request before any server is
@@ -85,7 +89,10 @@ func NewOptions(req api.ProbeRequest, lookup func(name string) (*config.Server, 
 		if s.URL == "" {
 			return Options{}, fmt.Errorf("server %q has no URL (transport %s): probe checks network servers only", s.Name, s.EffectiveTransport())
 		}
-		o = ForServer(*s)
+		var err error
+		if o, err = forServer(*s); err != nil {
+			return Options{}, err
+		}
 	}
 	for k, v := range req.Headers {
 		if o.Headers == nil {

@@ -1,53 +1,28 @@
 package proxyd
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"time"
 
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
-func (d *Daemon) activityRoutes(handle func(string, handler)) {
-	handle("GET /v1/activity", d.handleActivityList)
-	handle("GET /v1/activity/follow", d.handleActivityFollow)
-	handle("GET /v1/activity/export", d.handleActivityExport)
-	handle("GET /v1/activity/summary", d.handleActivitySummary)
-	handle("GET /v1/activity/{id}", d.handleActivityGet)
-	handle("GET /v1/health", d.handleHealth)
-}
-
-// filterFromQuery reads an activity.Filter from query parameters; the CLI
-// validates vocabulary, the daemon re-checks times and numbers.
-func filterFromQuery(q url.Values) (activity.Filter, error) {
+// filterFromQuery reads the activity filter of a request (the wire form
+// is api.ActivityQuery) and checks its vocabulary.
+func filterFromQuery(v url.Values) (activity.Filter, error) {
+	q, err := api.ParseActivityQuery(v)
+	if err != nil {
+		return activity.Filter{}, badRequest("%v", err)
+	}
 	f := activity.Filter{
-		Servers:      api.SplitList(q["server"]),
-		Tools:        api.SplitList(q["tool"]),
-		Statuses:     api.SplitList(q["status"]),
-		ErrorClasses: api.SplitList(q["error_class"]),
-		FaultDomains: api.SplitList(q["fault_domain"]),
-		Replicas:     api.SplitList(q["replica"]),
+		Servers: q.Servers, Tools: q.Tools, Statuses: q.Statuses, ErrorClasses: q.ErrorClasses, FaultDomains: q.FaultDomains, Replicas: q.Replicas,
+		Since: q.Since, Until: q.Until, Limit: q.Limit,
 	}
-	var err error
-	if v := q.Get("since"); v != "" {
-		if f.Since, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return f, badRequest("since: %v", err)
-		}
-	}
-	if v := q.Get("until"); v != "" {
-		if f.Until, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return f, badRequest("until: %v", err)
-		}
-	}
-	if v := q.Get("limit"); v != "" {
-		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 0 {
-			return f, badRequest("limit must be a non-negative number")
-		}
+	if err := f.Validate(); err != nil {
+		return f, badRequest("%v", err)
 	}
 	return f, nil
 }
@@ -100,13 +75,7 @@ func (d *Daemon) handleActivityFollow(w http.ResponseWriter, r *http.Request) er
 	}
 	ch, cancel := d.activity.Subscribe(f)
 	defer cancel()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	if fl != nil {
-		fl.Flush()
-	}
-	enc := json.NewEncoder(w)
+	out := newNDJSON(w)
 	for {
 		select {
 		case <-r.Context().Done():
@@ -117,11 +86,8 @@ func (d *Daemon) handleActivityFollow(w http.ResponseWriter, r *http.Request) er
 			if !ok {
 				return nil
 			}
-			if err := enc.Encode(rec); err != nil {
+			if out.send(rec) != nil {
 				return nil
-			}
-			if fl != nil {
-				fl.Flush()
 			}
 		}
 	}
@@ -137,9 +103,9 @@ func (d *Daemon) handleActivityExport(w http.ResponseWriter, r *http.Request) er
 	if err := d.activity.Flush(r.Context()); err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	enc := json.NewEncoder(w)
-	return d.activity.Export(r.Context(), f, func(rec activity.Record) error { return enc.Encode(rec) })
+	out := newNDJSON(w)
+	_ = d.activity.Export(r.Context(), f, func(rec activity.Record) error { return out.send(rec) })
+	return nil
 }
 
 func (d *Daemon) handleActivitySummary(w http.ResponseWriter, r *http.Request) error {
@@ -147,10 +113,7 @@ func (d *Daemon) handleActivitySummary(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	by := r.URL.Query().Get("by")
-	if by == "" {
-		by = "server"
-	}
+	by := api.SummaryGroup(r.URL.Query())
 	if err := d.activity.Flush(r.Context()); err != nil {
 		return err
 	}
@@ -162,26 +125,4 @@ func (d *Daemon) handleActivitySummary(w http.ResponseWriter, r *http.Request) e
 		rows = []activity.SummaryRow{}
 	}
 	return writeJSON(w, rows)
-}
-
-// handleHealth answers for every live replica sharing the state: this
-// one's servers live, the others' as they last published them.
-func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
-	want := r.URL.Query().Get("server")
-	replicas := api.SplitList(r.URL.Query()["replica"])
-	out := []api.ServerStatus{}
-	known := false
-	for _, st := range d.replicaServers(r.Context()) {
-		if want != "" && st.Name != want {
-			continue
-		}
-		known = true
-		if len(replicas) == 0 || slices.Contains(replicas, st.Replica) {
-			out = append(out, st)
-		}
-	}
-	if want != "" && !known {
-		return notFound("no server named %q", want)
-	}
-	return writeJSON(w, out)
 }

@@ -3,7 +3,6 @@ package proxyd
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"testing"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
@@ -14,8 +13,8 @@ import (
 
 func listActivity(t *testing.T, td *testDaemon) []activity.Record {
 	t.Helper()
-	var recs []activity.Record
-	if err := td.client.Do(context.Background(), http.MethodGet, "/v1/activity", nil, &recs); err != nil {
+	recs, err := td.client.Activity(context.Background(), api.ActivityQuery{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return recs

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -31,10 +33,38 @@ type callOutcome struct {
 	Duration  time.Duration
 }
 
-// call is the one funnel every tools/call goes through (MCP clients, the
-// CLI, drills): refuse what cannot be sent, forward, classify, record.
+// relayed is one request through the funnel.
+type relayed struct {
+	server string
+	// method and name: the MCP method and the upstream's name of the tool
+	// or prompt (or the resource URI).
+	method, name string
+	// params are the request's params without _meta; meta the client's own
+	// _meta members, token its progress token.
+	params, meta, token json.RawMessage
+	logLevel            string
+	// peer is the client's side (nil: a caller that takes no notifications
+	// or requests of the upstream: the CLI without a stream, drills).
+	peer relay.Peer
+	// args: the arguments were given apart from params and need checking.
+	args     json.RawMessage
+	callMeta downstream.CallMeta
+}
+
+// call is a tools/call from proxyd's own callers (the CLI, drills).
 func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) callOutcome {
+	return d.funnel(ctx, &relayed{server: srv, method: string(mcp.MethodToolsCall), name: tool, args: args, callMeta: meta})
+}
+
+// funnel is the one path every relayed request takes (MCP clients, the
+// CLI, drills): refuse what cannot be sent, relay, and for a tools/call
+// classify and record it.
+func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
+	if rq.method != string(mcp.MethodToolsCall) {
+		return d.relayOther(ctx, rq)
+	}
 	start := time.Now()
+	srv, tool, meta := rq.server, rq.name, rq.callMeta
 	if meta.RequestID == "" {
 		meta.RequestID = newRequestID()
 	}
@@ -49,6 +79,7 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 	conn, ok := d.mgr.Get(srv)
 	era := ""
 	transport := ""
+	stats := &relay.Stats{}
 	// A token refresh during the call shows as a token request counted
 	// for the server's grant between start and end.
 	grant, refreshesBefore := "", int64(0)
@@ -70,21 +101,34 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 			ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 			defer cancel()
 		}
+		params := rq.params
 		if _, known := conn.Tool(tool); !known && conn.State() == api.StateReady {
 			out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("server %q has no tool %q (see 'mcpx tools %s')", srv, tool, srv)}
-		} else if len(args) > 0 && !validArgs(args) {
+		} else if params == nil && len(rq.args) > 0 && !validArgs(rq.args) {
 			out.Err = &callerr.RefusedError{Reason: "arguments must be a JSON object"}
+		} else if err := checkArgs(ctx, conn, tool, rq.args); err != nil {
+			out.Err = err
 		} else {
-			if transport != config.TransportStreamableHTTP && transport != config.TransportSSE {
-				// HTTP transports mark dispatch when a request really goes out.
-				rec.MarkDispatched()
+			if params == nil {
+				params, out.Err = upstream.CallParams(tool, rq.args)
 			}
-			uctx := tcall.StartUpstream(ctx, cfg.URL, conn.Version())
-			if m := tcall.PropagationMeta(uctx); m != nil {
-				uctx = upstream.WithMeta(uctx, m)
+			if out.Err == nil {
+				if transport != config.TransportStreamableHTTP && transport != config.TransportSSE {
+					// HTTP transports mark dispatch when a request really goes out.
+					rec.MarkDispatched()
+				}
+				uctx := tcall.StartUpstream(ctx, cfg.URL, conn.Version())
+				if m := tcall.PropagationMeta(uctx); m != nil {
+					uctx = upstream.WithMeta(uctx, m)
+					rq.meta = telemetry.WithTraceMeta(rq.meta, m)
+				}
+				var raw json.RawMessage
+				raw, out.Err = d.relay.Do(uctx, conn, rq.request(params, stats), peerOrNone(rq.peer))
+				tcall.EndUpstream()
+				if out.Err == nil {
+					out.Result = upstream.NewCallResult(raw)
+				}
 			}
-			out.Result, out.Err = conn.CallTool(uctx, tool, args)
-			tcall.EndUpstream()
 		}
 	}
 	out.Duration = time.Since(start)
@@ -137,12 +181,105 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 		Reinit:             info.Reinit,
 		Retried:            info.Retried,
 		TokenRefresh:       tokenRefresh,
+		Progress:           stats.Progress(),
+		Inputs:             inputsText(stats.Inputs()),
 	})
 	if ok {
 		d.health.Observe(srv, out.Class)
 	}
 	d.metrics.observeCall(srv, out.Class, out.Duration)
 	return out
+}
+
+// inputsText is the activity record's form of a call's inputs.
+func inputsText(in []relay.Input) string {
+	out := make([]activity.Input, len(in))
+	for i, x := range in {
+		out[i] = activity.Input{Method: x.Method, Action: x.Action}
+	}
+	return activity.FormatInputs(out)
+}
+
+// request is the relay's request for rq with params.
+func (rq *relayed) request(params json.RawMessage, stats *relay.Stats) *relay.Request {
+	return &relay.Request{
+		Exchange:      relay.Exchange{Method: rq.method, Name: rq.name, Params: params, Meta: rq.meta, LogLevel: rq.logLevel},
+		ProgressToken: rq.token,
+		Stats:         stats,
+	}
+}
+
+// relayOther relays a request other than tools/call (prompts/get,
+// resources/read, completion/complete): not recorded as activity.
+func (d *Daemon) relayOther(ctx context.Context, rq *relayed) callOutcome {
+	start := time.Now()
+	out := callOutcome{}
+	conn, ok := d.mgr.Get(rq.server)
+	switch {
+	case !ok:
+		out.Err = fmt.Errorf("unknown server %q", rq.server)
+	case conn.Config().Disabled:
+		out.Err = fmt.Errorf("server %q is disabled in the config", rq.server)
+	default:
+		if _, has := ctx.Deadline(); !has {
+			var cancel context.CancelFunc
+			cfg := conn.Config()
+			ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
+			defer cancel()
+		}
+		var raw json.RawMessage
+		raw, out.Err = d.relay.Do(ctx, conn, rq.request(rq.params, nil), peerOrNone(rq.peer))
+		if out.Err == nil {
+			out.Result = &upstream.CallResult{Raw: raw}
+		}
+	}
+	out.Duration = time.Since(start)
+	return out
+}
+
+// noPeer is the client side of a caller that takes no notifications or
+// requests: it declares nothing, so the upstream's requests are refused.
+type noPeer struct{}
+
+func (noPeer) Modern() bool                   { return false }
+func (noPeer) Caps() relay.Caps               { return relay.Caps{} }
+func (noPeer) Notify(string, json.RawMessage) {}
+func (noPeer) Ask(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return nil, errors.New("no client to ask")
+}
+
+func peerOrNone(p relay.Peer) relay.Peer {
+	if p == nil {
+		return noPeer{}
+	}
+	return p
+}
+
+// Relay implements downstream.Relayer: a tools/call failure that is not
+// the upstream's own JSON-RPC error reaches the client as a tool error
+// result carrying the classification, so an agent can tell a dead upstream
+// from a refused argument.
+func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage, error) {
+	out := d.funnel(ctx, &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, meta: c.Meta,
+		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta})
+	if out.Err == nil {
+		return out.Result.Raw, nil
+	}
+	if rpc, ok := relay.IsRPCError(out.Err); ok {
+		return nil, rpc
+	}
+	msg := redact.Text(out.Err.Error())
+	if c.Method != string(mcp.MethodToolsCall) {
+		return nil, errors.New(msg)
+	}
+	res, err := json.Marshal(mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)))
+	if err != nil {
+		return nil, err
+	}
+	if c.Peer != nil && c.Peer.Modern() {
+		res = relay.ModernResult(res)
+	}
+	return res, nil
 }
 
 func validArgs(b json.RawMessage) bool {
@@ -212,21 +349,47 @@ func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResou
 	return c.ReadResource(ctx, req)
 }
 
-// CallToolRaw implements downstream.RawCaller: the upstream's result JSON
-// as it came, or a tool error result carrying the classification.
-func (d *Daemon) CallToolRaw(ctx context.Context, srv, tool string, args json.RawMessage, meta downstream.CallMeta) (json.RawMessage, error) {
-	out := d.call(ctx, srv, tool, args, meta)
-	if out.Err != nil {
-		msg := redact.Text(out.Err.Error())
-		return json.Marshal(mcp.NewToolResultError(fmt.Sprintf("%s (error_class=%s, fault_domain=%s)", msg, out.Class.Class, out.Class.Domain)))
-	}
-	return out.Result.Raw, nil
-}
-
 // RecordUnknownTool implements downstream.UnknownToolRecorder: the call is
 // refused (and recorded against the server it was likely meant for)
 // without touching the network.
 func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta downstream.CallMeta) {
 	srv, tool, _ := downstream.Owner(exposed, d.prefixes())
 	d.call(ctx, srv, tool, nil, meta)
+}
+
+// SetLevel implements downstream.LevelSetter: a client's logging/setLevel
+// reaches every legacy upstream (see upstream.Conn.WantLevel) before the
+// client is answered, so the level holds for its next request.
+func (d *Daemon) SetLevel(level string) {
+	var wg sync.WaitGroup
+	for _, c := range d.mgr.List() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c.WantLevel(ctx, level)
+		}()
+	}
+	wg.Wait()
+}
+
+// Subscribe implements downstream.Subscriber.
+func (d *Daemon) Subscribe(ctx context.Context, srv, uri string) error {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return fmt.Errorf("unknown server %q", srv)
+	}
+	return c.Subscribe(ctx, uri)
+}
+
+// Unsubscribe implements downstream.Subscriber.
+func (d *Daemon) Unsubscribe(srv, uri string) {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.Unsubscribe(ctx, uri)
 }

@@ -4,26 +4,39 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/drill"
+	"github.com/mcpx-dev/mcpx/proxyd/oauth"
+	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
 // drillTimeout bounds a whole drill.
 const drillTimeout = 5 * time.Minute
 
-func (d *Daemon) drillRoutes(handle func(string, handler)) {
-	// The re-init counter lives on each connection; metrics read it there.
-	d.metrics.trackReinits(d.mgr.List)
-	handle("POST /v1/drill/session", d.handleDrillSession)
+// streamDrill runs a drill and streams it as NDJSON, the same way for
+// every drill: progress events, then the report, or an error event once
+// streaming has begun. Everything sent is redacted.
+func streamDrill[R any](w http.ResponseWriter, r *http.Request, run func(ctx context.Context, progress func(string)) (R, error)) {
+	out := newNDJSON(w)
+	ctx, cancel := context.WithTimeout(r.Context(), drillTimeout)
+	defer cancel()
+	rep, err := run(ctx, func(msg string) {
+		_ = out.send(api.DrillEvent[R]{Type: api.DrillEventProgress, Time: time.Now().UTC(), Message: redact.Text(msg)})
+	})
+	if err != nil {
+		_ = out.send(api.DrillEvent[R]{Type: api.DrillEventError, Time: time.Now().UTC(),
+			Error: &api.ErrorDetail{Code: api.CodeUnavailable, Message: redact.Text(err.Error())}})
+		return
+	}
+	_ = out.send(api.DrillEvent[R]{Type: api.DrillEventReport, Time: time.Now().UTC(), Report: &rep})
 }
 
-// handleDrillSession runs the session drill and streams NDJSON: progress
-// events, then the report (or an error event once streaming has begun).
+// handleDrillSession ends a server's upstream session and fires calls at
+// it (drill.Session).
 func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) error {
 	var req api.SessionDrillRequest
 	if err := decode(r, &req); err != nil {
@@ -40,33 +53,19 @@ func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) erro
 	}
 	conn, ok := d.mgr.Get(req.Server)
 	if !ok {
-		return notFound("unknown server %q (see 'mcpx servers')", req.Server)
+		return d.noServer(req.Server)
 	}
 	cfg := conn.Config()
 	if cfg.Disabled {
-		return badRequest("server %q is disabled in the config", req.Server)
+		return unavailable("server %q is disabled in the config: the drill cannot run", req.Server)
 	}
-
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	var mu sync.Mutex
-	emit := func(ev api.SessionDrillEvent) {
-		ev.Time = time.Now().UTC()
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return
+	if st := conn.State(); st != api.StateReady && st != api.StateDegraded {
+		why := ""
+		if e := conn.Status().LastError; e != "" {
+			why = ": " + e
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		_, _ = w.Write(append(b, '\n'))
-		if flusher != nil {
-			flusher.Flush()
-		}
+		return unavailable("server %q is %s%s; the drill cannot run (see 'mcpx status %s')", req.Server, st, why, req.Server)
 	}
-
-	ctx, cancel := context.WithTimeout(r.Context(), drillTimeout)
-	defer cancel()
 	call := func(ctx context.Context, tool string, args json.RawMessage) drill.Outcome {
 		ctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout())
 		defer cancel()
@@ -81,23 +80,17 @@ func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) erro
 		return o
 	}
 	d.log.Info("session drill started", "server", req.Server, "calls", req.Calls, "include_writes", req.IncludeWrites)
-	rep, err := drill.Session(ctx, conn, call, drill.SessionOptions{
-		Calls:         req.Calls,
-		IncludeWrites: req.IncludeWrites,
-		Progress: func(msg string) {
-			emit(api.SessionDrillEvent{Type: api.DrillEventProgress, Message: redact.Text(msg)})
-		},
+	streamDrill(w, r, func(ctx context.Context, progress func(string)) (api.SessionDrillReport, error) {
+		rep, err := drill.Session(ctx, conn, call, drill.SessionOptions{Calls: req.Calls, IncludeWrites: req.IncludeWrites, Progress: progress})
+		for i := range rep.Notes {
+			rep.Notes[i] = redact.Text(rep.Notes[i])
+		}
+		if err == nil {
+			d.log.Info("session drill finished", "server", req.Server, "verdict", rep.Verdict, "reinits", rep.Reinits,
+				"retried", rep.Retried, "not_repeated", rep.NotRepeated, "failed", rep.Failed)
+		}
+		return rep, err
 	})
-	if err != nil {
-		emit(api.SessionDrillEvent{Type: api.DrillEventError, Error: &api.ErrorDetail{Code: api.CodeBadRequest, Message: redact.Text(err.Error())}})
-		return nil
-	}
-	for i := range rep.Notes {
-		rep.Notes[i] = redact.Text(rep.Notes[i])
-	}
-	d.log.Info("session drill finished", "server", req.Server, "verdict", rep.Verdict, "reinits", rep.Reinits,
-		"retried", rep.Retried, "not_repeated", rep.NotRepeated, "failed", rep.Failed)
-	emit(api.SessionDrillEvent{Type: api.DrillEventReport, Report: &rep})
 	return nil
 }
 
@@ -110,3 +103,61 @@ type redactedError struct {
 
 func (e redactedError) Error() string { return e.msg }
 func (e redactedError) Unwrap() error { return e.err }
+
+// handleDrillRefresh races concurrent callers for an expired token
+// (drill.Refresh) against a signed-in server.
+func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) error {
+	var req api.RefreshDrillRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Callers == 0 {
+		req.Callers = 50
+	}
+	if req.Callers < 1 || req.Callers > drill.MaxCallers {
+		return badRequest("callers must be between 1 and %d", drill.MaxCallers)
+	}
+	s, err := d.httpServer(req.Server)
+	if err != nil {
+		return err
+	}
+	conn, ok := d.mgr.Get(s.Name)
+	if !ok {
+		return d.noServer(s.Name)
+	}
+	t := &refreshTarget{coord: d.auth.coord, key: serverKey(s), conn: conn}
+	tok, err := d.auth.store.Token(r.Context(), t.key)
+	if err != nil {
+		return authRequired("not signed in to %s: run 'mcpx login %s' first", s.Name, s.Name)
+	}
+	if tok.RefreshToken == "" && d.machineGrant(s) == nil {
+		return conflict("the grant for %s has no refresh token: nothing to drill (the server did not issue one; see 'mcpx auth status %s')", s.Name, s.Name)
+	}
+	streamDrill(w, r, func(ctx context.Context, progress func(string)) (api.RefreshDrillReport, error) {
+		return drill.Refresh(ctx, t, drill.RefreshOptions{Callers: req.Callers, At: req.At, Join: req.Join, Replica: d.opts.Replica, Progress: progress})
+	})
+	return nil
+}
+
+// refreshTarget is a server's grant in the coordinator and its upstream
+// connection, for drill.Refresh.
+type refreshTarget struct {
+	coord *oauth.Coordinator
+	key   string
+	conn  *upstream.Conn
+}
+
+func (t *refreshTarget) Name() string { return t.conn.Name() }
+func (t *refreshTarget) ExpireAccessToken(ctx context.Context) error {
+	return t.coord.ExpireAccessToken(ctx, t.key)
+}
+func (t *refreshTarget) TokenRequests() int64 { return t.coord.TokenRequests(t.key) }
+func (t *refreshTarget) RefreshProactively(ctx context.Context) error {
+	_, err := t.coord.Refresh(ctx, t.key, oauth.TriggerProactive, nil)
+	return err
+}
+func (t *refreshTarget) Forget() { t.coord.Forget(t.key) }
+func (t *refreshTarget) Call(ctx context.Context) error {
+	_, err := t.conn.ListTools(ctx)
+	return err
+}

@@ -2,13 +2,12 @@ package proxyd
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
-	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -18,10 +17,18 @@ func runSessionDrill(t *testing.T, td *testDaemon, req api.SessionDrillRequest) 
 	t.Helper()
 	var progress []string
 	var rep *api.SessionDrillReport
-	err := td.client.Stream(context.Background(), http.MethodPost, "/v1/drill/session", req, func(line []byte) error {
-		var ev api.SessionDrillEvent
-		if err := json.Unmarshal(line, &ev); err != nil {
-			t.Fatalf("event %s: %v", line, err)
+	st, err := td.client.SessionDrill(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 		switch ev.Type {
 		case api.DrillEventProgress:
@@ -31,10 +38,6 @@ func runSessionDrill(t *testing.T, td *testDaemon, req api.SessionDrillRequest) 
 		case api.DrillEventError:
 			t.Fatalf("drill error: %+v", ev.Error)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if rep == nil {
 		t.Fatal("no report")
@@ -99,8 +102,8 @@ func TestSessionDrill(t *testing.T) {
 			}
 
 			// Activity marks the calls that went through the re-init.
-			var recs []activity.Record
-			if err := td.client.Do(context.Background(), http.MethodGet, "/v1/activity?server=fx&limit=100", nil, &recs); err != nil {
+			recs, err := td.client.Activity(context.Background(), api.ActivityQuery{Servers: []string{"fx"}, Limit: 100})
+			if err != nil {
 				t.Fatalf("activity: %v", err)
 			}
 			reinit, retried := 0, 0
@@ -127,16 +130,12 @@ func TestSessionDrill(t *testing.T) {
 			if st.Servers[0].Reinits != 1 || st.Servers[0].State != api.StateReady {
 				t.Errorf("status %+v", st.Servers[0])
 			}
-			var metrics strings.Builder
-			if err := td.client.Stream(context.Background(), http.MethodGet, "/v1/metrics", nil, func(line []byte) error {
-				metrics.Write(line)
-				metrics.WriteByte('\n')
-				return nil
-			}); err != nil {
+			metrics, err := td.client.Metrics(context.Background())
+			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(metrics.String(), `mcpx_session_reinits_total{server="fx"} 1`) {
-				t.Errorf("metrics lack the re-init counter:\n%s", grep(metrics.String(), "mcpx_session"))
+			if !strings.Contains(metrics, `mcpx_session_reinits_total{server="fx"} 1`) {
+				t.Errorf("metrics lack the re-init counter:\n%s", grep(metrics, "mcpx_session"))
 			}
 		})
 	}
@@ -152,7 +151,7 @@ func TestSessionDrillNotApplicable(t *testing.T) {
 
 func TestSessionDrillUnknownServer(t *testing.T) {
 	td := startDaemon(t, "")
-	err := td.client.Stream(context.Background(), http.MethodPost, "/v1/drill/session", api.SessionDrillRequest{Server: "nope", Calls: 1}, func([]byte) error { return nil })
+	_, err := td.client.SessionDrill(context.Background(), api.SessionDrillRequest{Server: "nope", Calls: 1})
 	if !api.IsCode(err, api.CodeNotFound) {
 		t.Fatalf("err %v, want not_found", err)
 	}

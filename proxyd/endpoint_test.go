@@ -81,7 +81,7 @@ func dialEndpoint(t *testing.T, td *testDaemon, headers map[string]string, opts 
 	return cl
 }
 
-func waitReady(t *testing.T, td *testDaemon, server string) {
+func waitReady(t testing.TB, td *testDaemon, server string) {
 	t.Helper()
 	waitfor.Cond(t, 20*time.Second, "server "+server+" to be ready", func() (bool, string) {
 		st, err := td.client.Status(context.Background())
@@ -97,7 +97,7 @@ func waitReady(t *testing.T, td *testDaemon, server string) {
 	})
 }
 
-func endpoint(t *testing.T, td *testDaemon) (url, token string) {
+func endpoint(t testing.TB, td *testDaemon) (url, token string) {
 	t.Helper()
 	info, err := td.client.ConnectInfo(context.Background())
 	if err != nil {

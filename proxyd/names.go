@@ -3,7 +3,9 @@ package proxyd
 import (
 	"strings"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
 // naming is who answers to which exposed name right now: the ready
@@ -52,4 +54,29 @@ func (d *Daemon) resolveTool(srv, tool string) (string, string) {
 		return srv, tool[len(p):]
 	}
 	return srv, tool
+}
+
+// serverNames lists every configured server.
+func (d *Daemon) serverNames() []string {
+	var out []string
+	for _, s := range d.config().Servers {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// noServer is the one answer to a request naming a server that is not
+// configured: not_found, with the nearest name when one is near.
+func (d *Daemon) noServer(name string) error {
+	return notFound("no server named %q%s (see 'mcpx servers')", name, editdistance.DidYouMean(name, d.serverNames()))
+}
+
+// toolHint is the nearest tool name of conn for a name it does not have,
+// in the form of editdistance.DidYouMean.
+func toolHint(c *upstream.Conn, tool string) string {
+	var names []string
+	for _, t := range c.Tools() {
+		names = append(names, t.Name)
+	}
+	return editdistance.DidYouMean(tool, names)
 }

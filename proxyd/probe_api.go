@@ -24,7 +24,7 @@ func (d *Daemon) handleProbe(w http.ResponseWriter, r *http.Request) error {
 	opts, err := probe.NewOptions(req, d.config().Server)
 	var unknown *probe.UnknownServerError
 	if errors.As(err, &unknown) {
-		return notFound("%v", err)
+		return d.noServer(unknown.Name)
 	}
 	if err != nil {
 		return badRequest("%v", err)

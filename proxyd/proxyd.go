@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/mcpx-dev/mcpx/internal/discovery"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
@@ -29,6 +28,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/health"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 	"github.com/mcpx-dev/mcpx/proxyd/replica"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/telemetry"
@@ -73,20 +73,23 @@ type Daemon struct {
 	health   *health.Tracker
 	mgr      *upstream.Manager
 	down     *downstream.Server
+	relay    *relay.Relayer
+	streamed streamedCalls // `mcpx call`s streaming their events
 	metrics  *metrics
 	tel      *telemetry.Telemetry
 	auth     *auth
 	// discoverer is the OAuth discovery cache shared by probes and sign-in.
 	discoverer *discovery.Discoverer
 
-	cfgMu    sync.RWMutex
-	cfg      *config.Config
-	cfgErr   error
-	listen   string
-	shutdown chan struct{}
-	shutOnce sync.Once
+	cfgMu  sync.RWMutex
+	cfg    *config.Config
+	cfgErr error
+	listen string
+	// metricsAddr is where metrics_listen serves, once started.
+	metricsAddr string
+	shutdown    chan struct{}
+	shutOnce    sync.Once
 
-	syncMu   sync.Mutex
 	syncTick chan struct{}
 	beatTick chan struct{} // a server's state changed: publish it to the replicas
 }
@@ -127,7 +130,7 @@ func Run(ctx context.Context, opts Options) error {
 	if d.token, err = loadOrCreateToken(filepath.Join(opts.StateDir, TokenFile)); err != nil {
 		return err
 	}
-	if d.db, err = openState(ctx, cfg, opts.StateDir); err != nil {
+	if d.db, err = openState(ctx, cfg, opts.StateDir, opts.Replica); err != nil {
 		return err
 	}
 	defer d.db.Close()
@@ -152,9 +155,18 @@ func Run(ctx context.Context, opts Options) error {
 			d.bearerWrapper,
 		},
 		OnChange: func(string) { d.requestSync() },
-		Stderr:   func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
+		OnNotification: func(server, method string, params json.RawMessage) {
+			if d.down != nil {
+				d.down.Notify(server, method, params)
+			}
+		},
+		Stderr: func(server string) io.Writer { return &logWriter{log: d.log, server: server} },
 	})
+	d.relay = relay.New()
+	defer d.relay.Close()
 	d.down = downstream.New(d, opts.Version, d.log)
+	// The re-init counter lives on each connection; metrics read it there.
+	d.metrics.trackReinits(d.mgr.List)
 
 	listen := cfg.ListenAddr()
 	mcpLn, err := net.Listen("tcp", listen)
@@ -162,7 +174,16 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("listening for MCP clients on %s: %w (is another proxyd using it? set listen: in the config)", listen, err)
 	}
 	d.listen = mcpLn.Addr().String()
+	metricsSrv, err := d.serveMetrics(cfg.MetricsListen)
+	if err != nil {
+		_ = mcpLn.Close()
+		_ = d.activity.Close()
+		return err
+	}
 	if err := d.replicas.Join(ctx, opts.Version, d.listen); err != nil {
+		if metricsSrv != nil {
+			_ = metricsSrv.Close()
+		}
 		_ = mcpLn.Close()
 		_ = d.activity.Close()
 		return err
@@ -193,6 +214,7 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { defer bg.Done(); d.syncLoop(runCtx) }()
 	go func() { defer bg.Done(); d.replicaLoop(runCtx) }()
 	go func() { defer bg.Done(); d.auth.coord.Run(runCtx, proactiveInterval) }()
+	d.metrics.reg.MustRegister(newServerCollector(d))
 	d.mgr.Apply(cfg.Servers)
 	watchDone := d.watchConfig(runCtx)
 
@@ -201,7 +223,7 @@ func Run(ctx context.Context, opts Options) error {
 	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
 		"config", opts.ConfigPath, "state_dir", opts.StateDir, "state", d.db.Engine()+":"+d.db.Path(),
-		"replica", opts.Replica, "servers", len(cfg.Servers))
+		"replica", opts.Replica, "metrics", d.metricsAddr, "servers", len(cfg.Servers))
 	if tr, mt := d.tel.Describe(); tr != "off" || mt != "prometheus" {
 		d.log.Info("telemetry", "traces", tr, "metrics", mt)
 	}
@@ -218,6 +240,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.log.Info("proxyd stopping: draining in-flight calls")
 	d.requestShutdown()
 	endStreams()
+	d.down.EndStreams()
 	// Each phase has its own budget, so a slow one does not leave the
 	// next without time.
 	phase := func(name string, f func(context.Context) error) {
@@ -238,6 +261,9 @@ func Run(ctx context.Context, opts Options) error {
 	<-watchDone
 	if err := d.activity.Close(); err != nil {
 		d.log.Error("flushing activity", "err", err)
+	}
+	if metricsSrv != nil {
+		phase("closing the metrics listener", metricsSrv.Shutdown)
 	}
 	phase("draining socket calls", apiSrv.Shutdown)
 	d.log.Info("proxyd stopped")
@@ -387,5 +413,3 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-var _ = prometheus.NewRegistry

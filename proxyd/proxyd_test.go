@@ -24,7 +24,7 @@ type testDaemon struct {
 	stop                         func() error
 }
 
-func shortTempDir(t *testing.T) string {
+func shortTempDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "mcpx-t-")
 	if err != nil {
@@ -34,7 +34,7 @@ func shortTempDir(t *testing.T) string {
 	return dir
 }
 
-func startDaemon(t *testing.T, configYAML string, mutate ...func(*Options)) *testDaemon {
+func startDaemon(t testing.TB, configYAML string, mutate ...func(*Options)) *testDaemon {
 	t.Helper()
 	dir := shortTempDir(t)
 	td := &testDaemon{

@@ -21,7 +21,7 @@ func (d *Daemon) replicaLoop(ctx context.Context) {
 	defer beat.Stop()
 	poll := time.NewTicker(signInPoll)
 	defer poll.Stop()
-	known := d.grantGenerations(ctx)
+	var suspect map[string]int64
 	publish := func() {
 		bctx, cancel := context.WithTimeout(ctx, replica.Heartbeat)
 		defer cancel()
@@ -46,7 +46,7 @@ func (d *Daemon) replicaLoop(ctx context.Context) {
 			case <-time.After(time.Second):
 			}
 		case <-poll.C:
-			known = d.followSignIns(ctx, known)
+			suspect = d.followSignIns(ctx, suspect)
 		}
 	}
 }
@@ -62,14 +62,16 @@ func (d *Daemon) grantGenerations(ctx context.Context) map[string]int64 {
 	return gens
 }
 
-// followSignIns applies grants that changed in the store since known: a
-// sign-in on another replica (or another process on the same SQLite file)
-// is used here too, and a sign-out is honoured. It returns what it saw.
-func (d *Daemon) followSignIns(ctx context.Context, known map[string]int64) map[string]int64 {
+// followSignIns applies grants that another process changed in the store:
+// a sign-in on another replica (or another process on the same SQLite
+// file) is used here too, and a sign-out is honoured. suspect holds the
+// differences the previous poll saw; it returns this poll's.
+func (d *Daemon) followSignIns(ctx context.Context, suspect map[string]int64) map[string]int64 {
 	gens := d.grantGenerations(ctx)
-	if gens == nil || known == nil {
-		return gens
+	if gens == nil {
+		return suspect
 	}
+	next := map[string]int64{}
 	d.auth.mu.RLock()
 	names := make(map[string]string, len(d.auth.keys))
 	for name, key := range d.auth.keys {
@@ -78,7 +80,20 @@ func (d *Daemon) followSignIns(ctx context.Context, known map[string]int64) map[
 	d.auth.mu.RUnlock()
 	for name, key := range names {
 		g, has := gens[key]
-		if g == known[key] && has == d.auth.isSignedIn(key) {
+		cg, cached := d.auth.coord.CachedGeneration(key)
+		signedIn := d.auth.isSignedIn(key)
+		if has == signedIn && (!has || !cached || cg == g) {
+			continue // this process's view is the store's
+		}
+		// This process's own sign-in or sign-out shows in the store a
+		// moment before it is applied here: act on a difference only
+		// when the next poll still sees it.
+		sig := g
+		if !has {
+			sig = -1
+		}
+		if prev, ok := suspect[key]; !ok || prev != sig {
+			next[key] = sig
 			continue
 		}
 		d.auth.coord.Forget(key)
@@ -88,7 +103,7 @@ func (d *Daemon) followSignIns(ctx context.Context, known map[string]int64) map[
 			c.Reconnect()
 		}
 	}
-	return gens
+	return next
 }
 
 // replicaServers is every live replica's view of the servers: this one

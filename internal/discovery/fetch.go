@@ -232,10 +232,10 @@ func (f *fetcher) fetchPRM(ctx context.Context, su *url.URL, hint string) (*Prot
 	return nil, "", atts, last
 }
 
-// ASMetadataURLs lists the metadata URLs of an issuer in the order the MCP
+// asMetadataURLs lists the metadata URLs of an issuer in the order the MCP
 // spec prescribes (RFC 8414, then OpenID Connect, both insertion orders for
 // an issuer with a path).
-func ASMetadataURLs(issuer string) ([]string, error) {
+func asMetadataURLs(issuer string) ([]string, error) {
 	u, err := url.Parse(issuer)
 	if err != nil {
 		return nil, fmt.Errorf("parse issuer: %w", err)
@@ -256,7 +256,7 @@ func ASMetadataURLs(issuer string) ([]string, error) {
 }
 
 func (f *fetcher) fetchASMetadata(ctx context.Context, issuer string) (*ServerMetadata, string, []Attempt, *Error) {
-	cands, err := ASMetadataURLs(issuer)
+	cands, err := asMetadataURLs(issuer)
 	if err != nil {
 		return nil, "", nil, &Error{Step: StepAuthServerMetadata, URL: issuer, Err: err}
 	}

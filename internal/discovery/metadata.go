@@ -31,6 +31,7 @@ type ServerMetadata struct {
 	ResponseTypesSupported                     []string `json:"response_types_supported,omitempty"`
 	ClientIDMetadataDocumentSupported          bool     `json:"client_id_metadata_document_supported,omitempty"`
 	AuthorizationResponseIssParameterSupported bool     `json:"authorization_response_iss_parameter_supported,omitempty"`
+	DPoPSigningAlgValuesSupported              []string `json:"dpop_signing_alg_values_supported,omitempty"`
 
 	// grantTypesPresent distinguishes an absent grant_types_supported
 	// from an empty list: only a present list that lacks refresh_token

@@ -13,10 +13,10 @@ import (
 // https (or http on loopback), link-local, or carrying userinfo.
 var ErrURLRefused = errors.New("url refused")
 
-// CheckFetchURL reports whether u may be fetched or used as an OAuth
+// checkFetchURL reports whether u may be fetched or used as an OAuth
 // endpoint: https, or http on a loopback host; no userinfo; never a
 // link-local address.
-func CheckFetchURL(u *url.URL) error {
+func checkFetchURL(u *url.URL) error {
 	if u == nil {
 		return fmt.Errorf("%w: empty", ErrURLRefused)
 	}
@@ -49,7 +49,7 @@ func parseFetchURL(raw string) (*url.URL, error) {
 	if !u.IsAbs() {
 		return nil, fmt.Errorf("%w: %q is not an absolute URL", ErrURLRefused, raw)
 	}
-	if err := CheckFetchURL(u); err != nil {
+	if err := checkFetchURL(u); err != nil {
 		return nil, err
 	}
 	return u, nil
@@ -77,7 +77,7 @@ func ValidateEndpointURL(raw string) error {
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return errors.New("URL has a fragment")
 	}
-	if err := CheckFetchURL(u); err != nil {
+	if err := checkFetchURL(u); err != nil {
 		return err
 	}
 	return nil

@@ -52,10 +52,18 @@ func ParseWWWAuthenticate(values []string) ([]Challenge, error) {
 	return out, firstErr
 }
 
-// BearerChallenge returns the first Bearer challenge, or nil.
+// BearerChallenge returns the first Bearer challenge, else the first DPoP
+// challenge, or nil.
 func BearerChallenge(cs []Challenge) *Challenge {
 	for i := range cs {
 		if strings.EqualFold(cs[i].Scheme, "bearer") {
+			return &cs[i]
+		}
+	}
+	// A server that takes only sender-constrained tokens challenges with
+	// the DPoP scheme (RFC 9449 §7.1), with the same parameters.
+	for i := range cs {
+		if strings.EqualFold(cs[i].Scheme, "dpop") {
 			return &cs[i]
 		}
 	}

@@ -52,9 +52,9 @@ func (p Redirect) Check(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("%w: the target %s is a link-local address", ErrRedirectRefused, redact.URL(to.String()))
 	case strings.EqualFold(prev.URL.Scheme, "https") && !strings.EqualFold(to.Scheme, "https") && !IsLoopbackHost(to.Hostname()):
 		return fmt.Errorf("%w: from https to http (%s)", ErrRedirectRefused, redact.URL(to.String()))
-	case !SameOrigin(prev.URL, to) && !(p.CrossOriginReads && isRead(prev.Method) && isRead(req.Method)):
+	case !sameOrigin(prev.URL, to) && !(p.CrossOriginReads && isRead(prev.Method) && isRead(req.Method)):
 		return fmt.Errorf("%w: to another origin (%s to %s): credentials stay with the configured server",
-			ErrRedirectRefused, Origin(prev.URL), Origin(to))
+			ErrRedirectRefused, origin(prev.URL), origin(to))
 	}
 	return nil
 }
@@ -63,12 +63,12 @@ func isRead(method string) bool {
 	return method == "" || method == http.MethodGet || method == http.MethodHead
 }
 
-// Origin is scheme://host[:port] of u, for messages.
-func Origin(u *url.URL) string { return strings.ToLower(u.Scheme) + "://" + u.Host }
+// origin is scheme://host[:port] of u, for messages.
+func origin(u *url.URL) string { return strings.ToLower(u.Scheme) + "://" + u.Host }
 
-// SameOrigin compares scheme, host and effective port (an explicit
+// sameOrigin compares scheme, host and effective port (an explicit
 // default port is the same origin).
-func SameOrigin(a, b *url.URL) bool {
+func sameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) &&
 		strings.EqualFold(a.Hostname(), b.Hostname()) &&
 		effectivePort(a) == effectivePort(b)

@@ -138,4 +138,3 @@ type HistogramPoint struct {
 	Attrs map[string]any
 	Count uint64
 }
-

@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// SecretParam reports whether a query parameter's value is treated as a
+// secretParam reports whether a query parameter's value is treated as a
 // credential, by its name.
-func SecretParam(name string) bool {
+func secretParam(name string) bool {
 	n := strings.ToLower(name)
 	for _, frag := range []string{"token", "secret", "key", "pass", "pwd", "auth", "sig", "session", "code", "jwt", "bearer", "credential", "assertion"} {
 		if strings.Contains(n, frag) {
@@ -18,7 +18,7 @@ func SecretParam(name string) bool {
 }
 
 // URL makes a URL safe to print: userinfo becomes Mark, the values of
-// token-like query parameters (SecretParam) become Mark, the fragment is
+// token-like query parameters (secretParam) become Mark, the fragment is
 // dropped (it never reaches a server) and the rest goes through Text. A
 // string that does not parse as a URL with a host is replaced whole.
 func URL(raw string) string {
@@ -42,7 +42,7 @@ func URL(raw string) string {
 				b.WriteString("&")
 			}
 			k, _, hasValue := strings.Cut(p, "=")
-			if hasValue && SecretParam(unescape(k)) {
+			if hasValue && secretParam(unescape(k)) {
 				b.WriteString(k + "=" + Mark)
 			} else {
 				b.WriteString(p)
@@ -68,7 +68,7 @@ func URLSecrets(u *url.URL) []string {
 	}
 	for _, p := range strings.Split(u.RawQuery, "&") {
 		k, v, ok := strings.Cut(p, "=")
-		if !ok || !SecretParam(unescape(k)) {
+		if !ok || !secretParam(unescape(k)) {
 			continue
 		}
 		out = append(out, v)

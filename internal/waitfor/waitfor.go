@@ -16,8 +16,7 @@ const Interval = 5 * time.Millisecond
 // instead.
 func Cond(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, last string)) {
 	t.Helper()
-	ok, last := cond()
-	if ok {
+	if ok, _ := cond(); ok {
 		return
 	}
 	deadline := time.NewTimer(timeout)
@@ -28,7 +27,7 @@ func Cond(t testing.TB, timeout time.Duration, what string, cond func() (ok bool
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			if ok, last = cond(); !ok {
+			if ok, last := cond(); !ok {
 				if last != "" {
 					t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, last)
 				}
@@ -36,7 +35,7 @@ func Cond(t testing.TB, timeout time.Duration, what string, cond func() (ok bool
 			}
 			return
 		}
-		if ok, last = cond(); ok {
+		if ok, _ := cond(); ok {
 			return
 		}
 	}

@@ -9,24 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
-)
-
-// Call statuses.
-const (
-	StatusOK    = "ok"
-	StatusError = "error"
-)
-
-// Vocabularies for validating filters.
-var (
-	Statuses  = []string{StatusOK, StatusError}
-	SummaryBy = []string{"server", "tool", "error_class", "fault_domain", "replica"}
 )
 
 // ErrNotFound is returned by Get for an unknown id.
@@ -35,45 +25,41 @@ var ErrNotFound = errors.New("activity record not found")
 // ErrClosed is returned by Flush after Close.
 var ErrClosed = errors.New("activity store closed")
 
-// Record is one tool call.
-type Record struct {
-	ID                 int64     `json:"id"`
-	Time               time.Time `json:"time"`
-	Server             string    `json:"server"`
-	Tool               string    `json:"tool"`
-	DurationMS         float64   `json:"duration_ms"`
-	Status             string    `json:"status"`          // ok | error
-	Error              string    `json:"error,omitempty"` // redacted
-	ErrorClass         string    `json:"error_class,omitempty"`
-	FaultDomain        string    `json:"fault_domain,omitempty"`
-	UpstreamHTTPStatus int       `json:"upstream_http_status,omitempty"`
-	Reason             string    `json:"reason,omitempty"` // why the call got its class
-	RequestID          string    `json:"request_id,omitempty"`
-	Client             string    `json:"client,omitempty"` // downstream session or process
-	ProtocolEra        string    `json:"protocol_era,omitempty"`
-	Reinit             bool      `json:"reinit,omitempty"`
-	Retried            bool      `json:"retried,omitempty"`
-	TokenRefresh       bool      `json:"token_refresh,omitempty"`
-	// Replica is the proxyd that made the call, when several share the
-	// state database.
-	Replica string `json:"replica,omitempty"`
+// Record is one tool call; its wire shape is api.ActivityRecord.
+type Record = api.ActivityRecord
+
+// Input is one request of the upstream for input during a call and the
+// client's answer: accept, decline, cancel, error, refused (the client
+// cannot answer it) or asked (a modern client answers in its retry).
+type Input struct {
+	Method string
+	Action string
+}
+
+// FormatInputs is Record.Inputs for a call's inputs.
+func FormatInputs(in []Input) string {
+	parts := make([]string, len(in))
+	for i, x := range in {
+		parts[i] = x.Method + "=" + x.Action
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Filter selects records. Empty slices and zero times match everything;
 // values within one slice are alternatives.
 type Filter struct {
-	Servers      []string  `json:"servers,omitempty"`
-	Tools        []string  `json:"tools,omitempty"`
-	Statuses     []string  `json:"statuses,omitempty"`
-	ErrorClasses []string  `json:"error_classes,omitempty"`
-	FaultDomains []string  `json:"fault_domains,omitempty"`
-	Replicas     []string  `json:"replicas,omitempty"`
-	Since        time.Time `json:"since,omitzero"` // inclusive
-	Until        time.Time `json:"until,omitzero"` // inclusive
+	Servers      []string
+	Tools        []string
+	Statuses     []string
+	ErrorClasses []string
+	FaultDomains []string
+	Replicas     []string
+	Since        time.Time // inclusive
+	Until        time.Time // inclusive
 	// Limit caps List (DefaultLimit when <= 0) and Export (no cap when <= 0).
-	Limit int `json:"limit,omitempty"`
+	Limit int
 	// AfterID keeps records with a larger id (resuming a follow).
-	AfterID int64 `json:"after_id,omitempty"`
+	AfterID int64
 }
 
 // DefaultLimit is List's limit when the filter sets none.
@@ -205,9 +191,9 @@ func (s *Store) Add(r Record) {
 		r.Replica = s.opts.Replica
 	}
 	if r.Status == "" {
-		r.Status = StatusOK
+		r.Status = api.StatusOK
 		if r.ErrorClass != "" {
-			r.Status = StatusError
+			r.Status = api.StatusError
 		}
 	}
 	it := item{rec: r}
@@ -408,7 +394,7 @@ func (s *Store) insert(batch []Record) error {
 		r.DurationMS = float64(durUS) / 1000
 		err := stmt.QueryRowContext(ctx, r.Time.UnixNano(), r.Server, r.Tool, durUS, r.Status, r.Error,
 			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
-			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica).Scan(&r.ID)
+			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica, r.Progress, r.Inputs).Scan(&r.ID)
 		if err != nil {
 			return fmt.Errorf("write activity: insert: %w", err)
 		}
@@ -422,7 +408,7 @@ func (s *Store) insert(batch []Record) error {
 
 const insertSQL = `INSERT INTO activity (ts, server, tool, duration_us, status, error,
 	error_class, fault_domain, upstream_http_status, request_id, client, protocol_era,
-	reinit, retried, token_refresh, reason, replica) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`
+	reinit, retried, token_refresh, reason, replica, progress, inputs) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`
 
 // flag stores a bool in an integer column, which both engines accept.
 func flag(b bool) int {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/internal/pgtest"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/store/storetest"
@@ -47,7 +48,7 @@ func newStore(t testing.TB, eng string, opts Options) *Store {
 
 func flush(t testing.TB, s *Store) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // generous: a loaded 2-core machine
 	defer cancel()
 	if err := s.Flush(ctx); err != nil {
 		t.Fatalf("Flush: %v", err)
@@ -57,9 +58,9 @@ func flush(t testing.TB, s *Store) {
 // sample is a small mixed log, one call a second from t0.
 func sample() []Record {
 	mk := func(i int, server, tool, class, domain string, status int) Record {
-		r := Record{Time: t0.Add(time.Duration(i) * time.Second), Server: server, Tool: tool, DurationMS: 1.5, Status: StatusOK}
+		r := Record{Time: t0.Add(time.Duration(i) * time.Second), Server: server, Tool: tool, DurationMS: 1.5, Status: api.StatusOK}
 		if class != "" {
-			r.Status, r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.Error = StatusError, class, domain, status, "failed: "+class
+			r.Status, r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.Error = api.StatusError, class, domain, status, "failed: "+class
 		}
 		return r
 	}
@@ -106,7 +107,7 @@ func TestAddListGet(t *testing.T) {
 		}
 		want := in[1]
 		want.ID = r.ID
-		want.Status = StatusError
+		want.Status = api.StatusError
 		want.Error = "upstream said Authorization: Bearer [REDACTED]"
 		if r != want {
 			t.Errorf("Get = %+v\nwant  %+v", r, want)
@@ -138,7 +139,7 @@ func TestFilters(t *testing.T) {
 			{"server", Filter{Servers: []string{"git"}}, []string{"push", "log", "log"}},
 			{"two servers", Filter{Servers: []string{"git", "docs"}, Limit: 2}, []string{"search", "push"}},
 			{"tool", Filter{Tools: []string{"search"}}, []string{"search", "search", "search"}},
-			{"status", Filter{Statuses: []string{StatusOK}}, []string{"log", "search"}},
+			{"status", Filter{Statuses: []string{api.StatusOK}}, []string{"log", "search"}},
 			{"upstream fault", Filter{FaultDomains: []string{callerr.DomainUpstream}}, []string{"search", "fetch", "search"}},
 			{"class", Filter{ErrorClasses: []string{callerr.ClassHTTP, callerr.ClassCancelled}}, []string{"push", "search"}},
 			{"since", Filter{Since: t0.Add(5 * time.Second)}, []string{"search", "push"}},
@@ -185,7 +186,7 @@ func TestExportOldestFirstAcrossPages(t *testing.T) {
 		const n = 2*exportPage + 37
 		for i := range n {
 			// Many records share a timestamp, so paging must order by id too.
-			s.Add(Record{Time: t0.Add(time.Duration(i/7) * time.Millisecond), Server: "docs", Tool: fmt.Sprint(i), Status: StatusOK})
+			s.Add(Record{Time: t0.Add(time.Duration(i/7) * time.Millisecond), Server: "docs", Tool: fmt.Sprint(i), Status: api.StatusOK})
 		}
 		flush(t, s)
 
@@ -238,14 +239,17 @@ func TestSummary(t *testing.T) {
 			s.Add(r)
 		}
 		flush(t, s)
+		row := func(key string, calls, failed int, rate float64) SummaryRow {
+			return SummaryRow{Key: key, Calls: calls, Failed: failed, FailureRate: rate}
+		}
 		tests := []struct {
 			by   string
 			want []SummaryRow
 		}{
-			{"server", []SummaryRow{{"docs", 4, 3, 0.75}, {"git", 3, 2, 2.0 / 3}}},
-			{"tool", []SummaryRow{{"search", 3, 2, 2.0 / 3}, {"log", 2, 1, 0.5}, {"fetch", 1, 1, 1}, {"push", 1, 1, 1}}},
-			{"fault_domain", []SummaryRow{{"upstream", 3, 3, 1}, {"", 2, 0, 0}, {"client", 1, 1, 1}, {"proxy", 1, 1, 1}}},
-			{"error_class", []SummaryRow{{"", 2, 0, 0}, {"cancelled", 1, 1, 1}, {"http", 1, 1, 1}, {"proxy_policy", 1, 1, 1}, {"timeout", 1, 1, 1}, {"tool_error", 1, 1, 1}}},
+			{"server", []SummaryRow{row("docs", 4, 3, 0.75), row("git", 3, 2, 2.0/3)}},
+			{"tool", []SummaryRow{row("search", 3, 2, 2.0/3), row("log", 2, 1, 0.5), row("fetch", 1, 1, 1), row("push", 1, 1, 1)}},
+			{"fault_domain", []SummaryRow{row("upstream", 3, 3, 1), row("", 2, 0, 0), row("client", 1, 1, 1), row("proxy", 1, 1, 1)}},
+			{"error_class", []SummaryRow{row("", 2, 0, 0), row("cancelled", 1, 1, 1), row("http", 1, 1, 1), row("proxy_policy", 1, 1, 1), row("timeout", 1, 1, 1), row("tool_error", 1, 1, 1)}},
 		}
 		for _, tt := range tests {
 			t.Run(tt.by, func(t *testing.T) {
@@ -259,7 +263,7 @@ func TestSummary(t *testing.T) {
 			})
 		}
 		got, err := s.Summary(context.Background(), Filter{Since: t0.Add(4 * time.Second)}, "server")
-		if err != nil || !slices.Equal(got, []SummaryRow{{"git", 2, 2, 1}, {"docs", 1, 1, 1}}) {
+		if err != nil || !slices.Equal(got, []SummaryRow{row("git", 2, 2, 1), row("docs", 1, 1, 1)}) {
 			t.Errorf("filtered summary = %v, %v", got, err)
 		}
 		if _, err := s.Summary(context.Background(), Filter{}, "status; DROP TABLE activity"); !errors.Is(err, ErrBadGroup) {
@@ -319,7 +323,7 @@ func TestSlowSubscriberDoesNotBlockWriter(t *testing.T) {
 		defer cancel()
 		const n = SubscriberBuffer + 50
 		for i := range n {
-			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
+			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: api.StatusOK})
 		}
 		flush(t, s)
 		if got := s.SubscriberDropped(); got != 50 {
@@ -345,7 +349,7 @@ func TestAddNeverBlocksOnDisk(t *testing.T) {
 		// the test timeout); it must drop and count instead.
 		const n = 200
 		for i := range n {
-			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
+			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: api.StatusOK})
 		}
 		if s.Dropped() == 0 {
 			t.Error("no drops counted with a full queue")
@@ -413,7 +417,7 @@ func TestRetention(t *testing.T) {
 				flush(t, s) // the start-up trim runs on an empty table
 				for i := range tt.records {
 					// One a second from t0, the oldest first.
-					s.Add(Record{Time: t0.Add(time.Duration(i) * time.Second), Server: "a", Tool: "t", Status: StatusOK})
+					s.Add(Record{Time: t0.Add(time.Duration(i) * time.Second), Server: "a", Tool: "t", Status: api.StatusOK})
 				}
 				flush(t, s)
 				for range 100 {
@@ -442,7 +446,7 @@ func TestRetentionRunsPeriodically(t *testing.T) {
 	eachEngine(t, func(t *testing.T, eng string) {
 		s := newStore(t, eng, Options{MaxAge: -1, MaxRows: 10, RetentionInterval: 5 * time.Millisecond})
 		for i := range 2500 {
-			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: StatusOK})
+			s.Add(Record{Time: t0.Add(time.Duration(i)), Server: "a", Tool: "t", Status: api.StatusOK})
 		}
 		flush(t, s)
 		waitfor.Cond(t, 10*time.Second, "retention to leave 10 rows", func() (bool, string) {
@@ -489,13 +493,13 @@ func TestReadsVersion1Records(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Record{
-		{ID: 2, Time: t0.Add(time.Second), Server: "docs", Tool: "fetch", DurationMS: 0.1, Status: StatusError, Error: "request failed with status 502"},
-		{ID: 1, Time: t0, Server: "docs", Tool: "search", DurationMS: 2.5, Status: StatusOK},
+		{ID: 2, Time: t0.Add(time.Second), Server: "docs", Tool: "fetch", DurationMS: 0.1, Status: api.StatusError, Error: "request failed with status 502"},
+		{ID: 1, Time: t0, Server: "docs", Tool: "search", DurationMS: 2.5, Status: api.StatusOK},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("List = %+v\nwant %+v", got, want)
 	}
-	s.Add(Record{Server: "docs", Tool: "new", Status: StatusError, ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream})
+	s.Add(Record{Server: "docs", Tool: "new", Status: api.StatusError, ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream})
 	flush(t, s)
 	up, err := s.List(context.Background(), Filter{FaultDomains: []string{callerr.DomainUpstream}})
 	if err != nil || len(up) != 1 || up[0].Tool != "new" {
@@ -512,7 +516,7 @@ func TestConcurrentAdd(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range 250 {
-					s.Add(Record{Server: fmt.Sprint("s", g), Tool: fmt.Sprint(i), Status: StatusOK})
+					s.Add(Record{Server: fmt.Sprint("s", g), Tool: fmt.Sprint(i), Status: api.StatusOK})
 				}
 			}()
 		}

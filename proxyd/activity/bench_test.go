@@ -2,12 +2,13 @@ package activity
 
 import (
 	"context"
-	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
 
 // The filters the CLI offers are answered from an index, newest first,
@@ -55,7 +56,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 func BenchmarkIngest(b *testing.B) {
 	s := NewStore(openDB(b, store.EngineSQLite), Options{QueueSize: b.N + 1, MaxAge: -1, MaxRows: -1})
 	defer s.Close()
-	r := Record{Server: "docs", Tool: "search", DurationMS: 12.5, Status: StatusError, Error: "request failed with status 502",
+	r := Record{Server: "docs", Tool: "search", DurationMS: 12.5, Status: api.StatusError, Error: "request failed with status 502",
 		ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, UpstreamHTTPStatus: 502, RequestID: "req-1", Client: "session-1"}
 	start := time.Now()
 	b.ResetTimer()

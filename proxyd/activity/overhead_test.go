@@ -2,7 +2,6 @@ package activity
 
 import (
 	"context"
-	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -14,7 +13,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
 
 // BenchmarkRecordingOverhead measures, in one run, a tools/call over
@@ -64,8 +65,11 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 		ctx, rec := callerr.WithRecorder(context.Background())
 		res, err := c.CallTool(ctx, req)
 		cl := callerr.Classify(callerr.Input{Result: res, Err: err, Facts: rec.Facts(), Transport: callerr.TransportStreamableHTTP})
-		r := Record{Time: start, Server: "bench", Tool: "echo", DurationMS: float64(time.Since(start).Microseconds()) / 1000}
-		r.SetOutcome(cl)
+		r := Record{Time: start, Server: "bench", Tool: "echo", DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+			Status: api.StatusOK, ErrorClass: cl.Class, FaultDomain: cl.Domain, UpstreamHTTPStatus: cl.HTTPStatus, Reason: cl.Reason}
+		if !cl.OK() {
+			r.Status = api.StatusError
+		}
 		st.Add(r)
 		if err != nil {
 			b.Fatal(err)

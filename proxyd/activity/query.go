@@ -9,10 +9,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 const selectCols = `id, ts, server, tool, duration_us, status, error, error_class, fault_domain,
-	upstream_http_status, request_id, client, protocol_era, reinit, retried, token_refresh, reason, replica`
+	upstream_http_status, request_id, client, protocol_era, reinit, retried, token_refresh, reason, replica,
+	progress, inputs`
 
 // where renders the filter as SQL conditions over indexed columns.
 func (f Filter) where() (string, []any) {
@@ -35,9 +38,18 @@ func (f Filter) where() (string, []any) {
 	set("server", f.Servers)
 	set("tool", f.Tools)
 	set("status", f.Statuses)
-	set("error_class", f.ErrorClasses)
-	set("fault_domain", f.FaultDomains)
-	set("replica", f.Replicas)
+	// These columns' indexes hold only rows with a value (schema 7); the
+	// literal term lets the planner use them for a filter that names
+	// values, as every filter does.
+	partial := func(col string, vals []string) {
+		set(col, vals)
+		if len(vals) > 0 && !slices.Contains(vals, "") {
+			conds = append(conds, col+" != ''")
+		}
+	}
+	partial("error_class", f.ErrorClasses)
+	partial("fault_domain", f.FaultDomains)
+	partial("replica", f.Replicas)
 	if !f.Since.IsZero() {
 		conds = append(conds, "ts >= ?")
 		args = append(args, f.Since.UnixNano())
@@ -62,7 +74,8 @@ func scanRecord(sc scanner) (Record, error) {
 	var r Record
 	var ts, durUS int64
 	if err := sc.Scan(&r.ID, &ts, &r.Server, &r.Tool, &durUS, &r.Status, &r.Error, &r.ErrorClass, &r.FaultDomain,
-		&r.UpstreamHTTPStatus, &r.RequestID, &r.Client, &r.ProtocolEra, &r.Reinit, &r.Retried, &r.TokenRefresh, &r.Reason, &r.Replica); err != nil {
+		&r.UpstreamHTTPStatus, &r.RequestID, &r.Client, &r.ProtocolEra, &r.Reinit, &r.Retried, &r.TokenRefresh, &r.Reason, &r.Replica,
+		&r.Progress, &r.Inputs); err != nil {
 		return Record{}, err
 	}
 	r.Time = time.Unix(0, ts).UTC()
@@ -173,13 +186,9 @@ func (s *Store) Export(ctx context.Context, f Filter, fn func(Record) error) err
 	}
 }
 
-// SummaryRow is one group of a summary.
-type SummaryRow struct {
-	Key         string  `json:"key"`
-	Calls       int     `json:"calls"`
-	Failed      int     `json:"failed"`
-	FailureRate float64 `json:"failure_rate"`
-}
+// SummaryRow is one group of a summary; its wire shape is
+// api.ActivitySummaryRow.
+type SummaryRow = api.ActivitySummaryRow
 
 // ErrBadGroup is returned by Summary for an unknown grouping.
 var ErrBadGroup = errors.New("unknown summary grouping")
@@ -187,8 +196,8 @@ var ErrBadGroup = errors.New("unknown summary grouping")
 // Summary counts calls and failures per server, tool, error_class or
 // fault_domain, most calls first. Limit is ignored.
 func (s *Store) Summary(ctx context.Context, f Filter, by string) ([]SummaryRow, error) {
-	if !slices.Contains(SummaryBy, by) {
-		return nil, fmt.Errorf("%w %q (want one of %s)", ErrBadGroup, by, strings.Join(SummaryBy, ", "))
+	if !slices.Contains(api.SummaryGroups, by) {
+		return nil, fmt.Errorf("%w %q (want one of %s)", ErrBadGroup, by, strings.Join(api.SummaryGroups, ", "))
 	}
 	where, args := f.where()
 	rows, err := s.db.QueryContext(ctx, `SELECT `+by+`, count(*), sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) FROM activity`+where+

@@ -10,20 +10,23 @@ type LoginRequest struct {
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
 }
 
+// LoginEventType is the type of a line of the login stream.
+type LoginEventType string
+
 // Login event types.
 const (
-	LoginEventAuthorize = "authorize"
-	LoginEventResult    = "result"
-	LoginEventError     = "error"
+	LoginEventAuthorize LoginEventType = "authorize"
+	LoginEventResult    LoginEventType = "result"
+	LoginEventError     LoginEventType = "error"
 )
 
 // LoginEvent is one line of the login stream.
 type LoginEvent struct {
-	Type   string       `json:"type"`
-	Time   time.Time    `json:"time"`
-	URL    string       `json:"url,omitempty"`
-	Result *LoginResult `json:"result,omitempty"`
-	Error  *ErrorDetail `json:"error,omitempty"`
+	Type   LoginEventType `json:"type"`
+	Time   time.Time      `json:"time"`
+	URL    string         `json:"url,omitempty"`
+	Result *LoginResult   `json:"result,omitempty"`
+	Error  *ErrorDetail   `json:"error,omitempty"`
 }
 
 // LoginResult is what a sign-in got.
@@ -36,6 +39,17 @@ type LoginResult struct {
 	ClientSource    string    `json:"client_source"` // configured | metadata_document | registered
 	NewRegistration bool      `json:"new_registration"`
 	Warnings        []string  `json:"warnings"`
+	// Connection is how the server's reconnection with the new token
+	// went: the sign-in answers once it has finished.
+	Connection *LoginConnection `json:"connection,omitempty"`
+}
+
+// LoginConnection is the server's state after the reconnection that
+// follows a sign-in.
+type LoginConnection struct {
+	State string `json:"state"` // ready | degraded | error | disabled
+	Tools int    `json:"tools"`
+	Error string `json:"error,omitempty"` // why it is not usable
 }
 
 // LogoutRequest is POST /v1/logout.
@@ -68,35 +82,17 @@ type AuthStatus struct {
 	NextProactive *time.Time `json:"next_proactive_refresh,omitempty"`
 	Refreshing    bool       `json:"refreshing"`
 	// TokenRequests counts refresh requests sent to the token endpoint
-	// since proxyd registered the server.
+	// since proxyd registered the server (0 when read without the daemon).
 	TokenRequests int64 `json:"token_requests"`
-}
-
-// RefreshDrillRequest is POST /v1/drill/refresh.
-type RefreshDrillRequest struct {
-	Server  string `json:"server"`
-	Callers int    `json:"callers"`
-}
-
-// RefreshDrillEvent is one NDJSON line of the refresh drill's stream.
-type RefreshDrillEvent struct {
-	Type    string              `json:"type"` // progress | report | error
-	Time    time.Time           `json:"time"`
-	Message string              `json:"message,omitempty"`
-	Report  *RefreshDrillReport `json:"report,omitempty"`
-	Error   *ErrorDetail        `json:"error,omitempty"`
-}
-
-// RefreshDrillReport is the outcome of `mcpx drill refresh`.
-type RefreshDrillReport struct {
-	Server        string   `json:"server"`
-	Callers       int      `json:"callers"`
-	TokenRequests int64    `json:"token_requests"`
-	Succeeded     int      `json:"succeeded"`
-	Failed        int      `json:"failed"`
-	GrantIntact   bool     `json:"grant_intact"`
-	P50MS         float64  `json:"p50_ms"`
-	P99MS         float64  `json:"p99_ms"`
-	Verdict       string   `json:"verdict"`
-	Notes         []string `json:"notes"`
+	// Grant is how tokens are obtained: authorization_code,
+	// client_credentials, jwt_bearer or token_exchange.
+	Grant string `json:"grant"`
+	// Binding is how the token is presented: Bearer, or DPoP when it is
+	// bound to the grant's key.
+	Binding string `json:"binding,omitempty"`
+	// IdentitySource is where a jwt_bearer or token_exchange grant reads
+	// its identity token: the ${file:...} or ${env:...} reference.
+	IdentitySource string `json:"identity_source,omitempty"`
+	// Issuer is the authorization server the credentials are keyed by.
+	Issuer string `json:"issuer,omitempty"`
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"syscall"
 	"time"
@@ -25,8 +24,8 @@ const VersionHeader = "Mcpx-Version"
 // maxErrorBody caps how much of an error reply is read.
 const maxErrorBody = 1 << 20
 
-// Client talks to proxyd over its Unix socket. The zero value is not
-// usable; set Socket.
+// Client talks to proxyd over its Unix socket, a method per endpoint
+// (endpoints.go). Make one with NewClient.
 type Client struct {
 	Socket  string
 	Version string // sent in VersionHeader; the daemon's comes back in DaemonVersion
@@ -155,8 +154,8 @@ func isDialError(err error) bool {
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist)
 }
 
-// Do sends a JSON request and decodes a JSON reply into out (when non-nil).
-func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+// do sends a JSON request and decodes a JSON reply into out (when non-nil).
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -185,75 +184,52 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
-// Stream sends a request and calls fn with each line of an NDJSON reply
-// until the stream ends, fn returns an error, or ctx is done.
-func (c *Client) Stream(ctx context.Context, method, path string, in any, fn func(line []byte) error) error {
+// maxStreamLine bounds one line of an NDJSON stream.
+const maxStreamLine = 16 << 20
+
+// Stream is an NDJSON reply, read one value at a time with Next. It ends
+// with the request's context; Close it when done.
+type Stream[T any] struct {
+	body io.ReadCloser
+	sc   *bufio.Scanner
+	ctx  context.Context
+	what string
+}
+
+// openStream sends a request whose reply is an NDJSON stream of T.
+func openStream[T any](ctx context.Context, c *Client, method, path string, in any) (*Stream[T], error) {
 	req, err := c.newRequest(ctx, method, path, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := c.send(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+	sc.Buffer(make([]byte, 64<<10), maxStreamLine)
+	return &Stream[T]{body: resp.Body, sc: sc, ctx: ctx, what: method + " " + path}, nil
+}
+
+// Next returns the next value; io.EOF when the stream has ended (also
+// when its context ended).
+func (s *Stream[T]) Next() (T, error) {
+	var v T
+	for s.sc.Scan() {
+		line := bytes.TrimSpace(s.sc.Bytes())
+		if len(line) == 0 {
 			continue
 		}
-		if err := fn(sc.Bytes()); err != nil {
-			return err
+		if err := json.Unmarshal(line, &v); err != nil {
+			return v, fmt.Errorf("reading proxyd's reply to %s: %w", s.what, err)
 		}
+		return v, nil
 	}
-	if err := sc.Err(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("reading stream from proxyd: %w", err)
+	if err := s.sc.Err(); err != nil && s.ctx.Err() == nil {
+		return v, fmt.Errorf("reading proxyd's reply to %s: %w", s.what, err)
 	}
-	return nil
+	return v, io.EOF
 }
 
-// Status is GET /v1/status.
-func (c *Client) Status(ctx context.Context) (*Status, error) {
-	var s Status
-	return &s, c.Do(ctx, http.MethodGet, "/v1/status", nil, &s)
-}
-
-// Tools is GET /v1/tools[?server=NAME].
-func (c *Client) Tools(ctx context.Context, server string) ([]Tool, error) {
-	p := "/v1/tools"
-	if server != "" {
-		p += "?server=" + url.QueryEscape(server)
-	}
-	var ts []Tool
-	return ts, c.Do(ctx, http.MethodGet, p, nil, &ts)
-}
-
-// Call is POST /v1/call.
-func (c *Client) Call(ctx context.Context, req CallRequest) (*CallResponse, error) {
-	var r CallResponse
-	return &r, c.Do(ctx, http.MethodPost, "/v1/call", req, &r)
-}
-
-// Reload is POST /v1/reload.
-func (c *Client) Reload(ctx context.Context) (*ReloadResponse, error) {
-	var r ReloadResponse
-	return &r, c.Do(ctx, http.MethodPost, "/v1/reload", nil, &r)
-}
-
-// Shutdown is POST /v1/shutdown.
-func (c *Client) Shutdown(ctx context.Context) error {
-	return c.Do(ctx, http.MethodPost, "/v1/shutdown", nil, nil)
-}
-
-// ConnectInfo is GET /v1/connect-info.
-func (c *Client) ConnectInfo(ctx context.Context) (*ConnectInfo, error) {
-	var r ConnectInfo
-	return &r, c.Do(ctx, http.MethodGet, "/v1/connect-info", nil, &r)
-}
-
-// Probe is POST /v1/probe.
-func (c *Client) Probe(ctx context.Context, req ProbeRequest) (*ProbeReport, error) {
-	var r ProbeReport
-	return &r, c.Do(ctx, http.MethodPost, "/v1/probe", req, &r)
-}
+// Close ends the stream.
+func (s *Stream[T]) Close() error { return s.body.Close() }

@@ -20,16 +20,16 @@ type ProbeRequest struct {
 // what `mcpx probe -o json` prints.
 type ProbeReport struct {
 	Target string      `json:"target"`
-	Mode   string      `json:"mode"` // "proxyd" or "in-process"
+	Mode   ProbeMode   `json:"mode"`
 	Steps  []ProbeStep `json:"steps"`
 	Result ProbeResult `json:"result"`
 }
 
 // ProbeStep is one check of the probe.
 type ProbeStep struct {
-	ID         string  `json:"id"`     // dns tcp tls http mcp auth
-	Status     string  `json:"status"` // ok warn fail skip
-	DurationMS float64 `json:"duration_ms"`
+	ID         string     `json:"id"` // dns tcp tls http mcp auth
+	Status     StepStatus `json:"status"`
+	DurationMS float64    `json:"duration_ms"`
 	// StartMS is when the step began, from the start of the probe: the
 	// steps' common time axis (absent for skipped steps).
 	StartMS float64 `json:"start_ms,omitempty"`
@@ -45,3 +45,9 @@ type ProbeResult struct {
 	Reason     string `json:"reason,omitempty"`
 	HTTPStatus int    `json:"http_status,omitempty"`
 }
+
+// ProbeMode says where a probe ran: "proxyd" or "in-process".
+type ProbeMode string
+
+// StepStatus is how a probe step ended: "ok", "warn", "fail" or "skip".
+type StepStatus string

@@ -23,6 +23,9 @@ type Config struct {
 	Activity ActivityConfig `yaml:"activity,omitempty" json:"activity,omitzero"`
 	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
 	State    StateConfig    `yaml:"state,omitempty" json:"state,omitzero"`
+	// MetricsListen, when set, serves /metrics (Prometheus), /livez and
+	// /readyz over TCP on host:port, for scrapers and load balancers.
+	MetricsListen string `yaml:"metrics_listen,omitempty" json:"metrics_listen,omitempty"`
 
 	// src locates parsed values for Validate; empty for a Config built in code.
 	src *source
@@ -92,17 +95,67 @@ type TLS struct {
 }
 
 // OAuth configures sign-in to a protected remote server. Every field is
-// optional: discovery and dynamic registration fill in what is missing.
+// optional for the default grant: discovery and dynamic registration fill
+// in what is missing. Secrets (client_secret, private_key, assertion, the
+// identity provider's id_token and client_secret) are ${env:NAME} or
+// ${file:PATH} references, resolved by proxyd each time it uses them.
 type OAuth struct {
-	ClientID                string   `yaml:"client_id,omitempty" json:"client_id,omitempty"`
-	ClientSecret            string   `yaml:"client_secret,omitempty" json:"client_secret,omitempty"`
-	Scopes                  []string `yaml:"scopes,omitempty" json:"scopes,omitempty"`
-	AuthorizationEndpoint   string   `yaml:"authorization_endpoint,omitempty" json:"authorization_endpoint,omitempty"`
-	TokenEndpoint           string   `yaml:"token_endpoint,omitempty" json:"token_endpoint,omitempty"`
-	RegistrationEndpoint    string   `yaml:"registration_endpoint,omitempty" json:"registration_endpoint,omitempty"`
-	AuthServerMetadataURL   string   `yaml:"auth_server_metadata_url,omitempty" json:"auth_server_metadata_url,omitempty"`
-	ClientMetadataURL       string   `yaml:"client_metadata_url,omitempty" json:"client_metadata_url,omitempty"`               // CIMD client id URL
-	AllowMissingPKCEMethods bool     `yaml:"allow_missing_pkce_methods,omitempty" json:"allow_missing_pkce_methods,omitempty"` // proceed with S256 when the AS omits code_challenge_methods_supported
+	// Grant is how proxyd obtains tokens: GrantAuthorizationCode (default,
+	// a browser sign-in), GrantClientCredentials, GrantJWTBearer (workload
+	// identity) or GrantTokenExchange (enterprise-managed authorization).
+	Grant        string   `yaml:"grant,omitempty" json:"grant,omitempty"`
+	ClientID     string   `yaml:"client_id,omitempty" json:"client_id,omitempty"`
+	ClientSecret string   `yaml:"client_secret,omitempty" json:"client_secret,omitempty"`
+	Scopes       []string `yaml:"scopes,omitempty" json:"scopes,omitempty"`
+	// PrivateKey is the client's PEM private key (EC P-256 or RSA) for
+	// private_key_jwt client authentication, by reference.
+	PrivateKey string `yaml:"private_key,omitempty" json:"private_key,omitempty"`
+	// TokenEndpointAuthMethod overrides how the client authenticates at
+	// the token endpoint: client_secret_basic, client_secret_post,
+	// private_key_jwt or none. Default: private_key_jwt with a key,
+	// client_secret_basic with a secret (post when the server lists only
+	// that), none otherwise.
+	TokenEndpointAuthMethod string `yaml:"token_endpoint_auth_method,omitempty" json:"token_endpoint_auth_method,omitempty"`
+	// Assertion is the workload identity token (a JWT) the jwt_bearer
+	// grant presents, by reference; it is read again at every exchange.
+	Assertion string `yaml:"assertion,omitempty" json:"assertion,omitempty"`
+	// IdentityProvider is the enterprise IdP of the token_exchange grant.
+	IdentityProvider *IdentityProvider `yaml:"identity_provider,omitempty" json:"identity_provider,omitempty"`
+	// DPoP sender-constrains the tokens (RFC 9449) when the authorization
+	// server supports it.
+	DPoP                    bool   `yaml:"dpop,omitempty" json:"dpop,omitempty"`
+	AuthorizationEndpoint   string `yaml:"authorization_endpoint,omitempty" json:"authorization_endpoint,omitempty"`
+	TokenEndpoint           string `yaml:"token_endpoint,omitempty" json:"token_endpoint,omitempty"`
+	RegistrationEndpoint    string `yaml:"registration_endpoint,omitempty" json:"registration_endpoint,omitempty"`
+	AuthServerMetadataURL   string `yaml:"auth_server_metadata_url,omitempty" json:"auth_server_metadata_url,omitempty"`
+	ClientMetadataURL       string `yaml:"client_metadata_url,omitempty" json:"client_metadata_url,omitempty"`               // CIMD client id URL
+	AllowMissingPKCEMethods bool   `yaml:"allow_missing_pkce_methods,omitempty" json:"allow_missing_pkce_methods,omitempty"` // proceed with S256 when the AS omits code_challenge_methods_supported
+}
+
+// IdentityProvider is the enterprise identity provider that exchanges the
+// user's ID token for an identity assertion grant (ID-JAG, SEP-990).
+type IdentityProvider struct {
+	Issuer        string `yaml:"issuer,omitempty" json:"issuer,omitempty"`                 // discovered for its token endpoint
+	TokenEndpoint string `yaml:"token_endpoint,omitempty" json:"token_endpoint,omitempty"` // instead of discovery
+	ClientID      string `yaml:"client_id,omitempty" json:"client_id,omitempty"`
+	ClientSecret  string `yaml:"client_secret,omitempty" json:"client_secret,omitempty"` // by reference; none for a public client
+	IDToken       string `yaml:"id_token,omitempty" json:"id_token,omitempty"`           // by reference, read at every exchange
+}
+
+// OAuth grants.
+const (
+	GrantAuthorizationCode = "authorization_code"
+	GrantClientCredentials = "client_credentials"
+	GrantJWTBearer         = "jwt_bearer"
+	GrantTokenExchange     = "token_exchange"
+)
+
+// EffectiveGrant is the grant o configures; the default for a nil OAuth.
+func (o *OAuth) EffectiveGrant() string {
+	if o == nil || o.Grant == "" {
+		return GrantAuthorizationCode
+	}
+	return o.Grant
 }
 
 // Overrides are the OAuth discovery overrides these settings configure;
@@ -229,6 +282,25 @@ func (c *Config) ListenAddr() string {
 
 // EffectiveTransport is the configured transport, else stdio for a command
 // and streamable-http for a URL.
+// ResolvedHeaders are the server's headers with their ${env:...} and
+// ${file:...} references resolved: done when a connection is made, never
+// written back. An error names the header and the reference, never a
+// value.
+func (s *Server) ResolvedHeaders() (map[string]string, error) {
+	if len(s.Headers) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(s.Headers))
+	for k, v := range s.Headers {
+		x, err := secretref.Expand(v)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: header %s: %w", s.Name, k, err)
+		}
+		out[k] = x
+	}
+	return out, nil
+}
+
 func (s *Server) EffectiveTransport() string {
 	switch {
 	case s.Transport != "":

@@ -113,7 +113,7 @@ func TestEditErrors(t *testing.T) {
 		{"add invalid", func() error { return AddServer(p, Server{Name: "bad_name", URL: "https://x/mcp"}) }, nil, "invalid server name"},
 		{"add authorization header", func() error {
 			return AddServer(p, Server{Name: "h", URL: "https://x/mcp", Headers: map[string]string{"Authorization": "Bearer x"}})
-		}, nil, "must not set Authorization"},
+		}, nil, "holds a credential written into the config file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

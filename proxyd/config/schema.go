@@ -85,9 +85,22 @@ var (
 	tlsFields = map[string]field{
 		"ca_file": {kind: kString, example: "ca_file: /path/to/ca.pem"},
 	}
+	identityProviderFields = map[string]field{
+		"issuer":         {kind: kString, example: "issuer: https://idp.example.com"},
+		"token_endpoint": {kind: kString, example: "token_endpoint: https://idp.example.com/oauth2/token"},
+		"client_id":      {kind: kString, example: "client_id: mcp-client-at-idp"},
+		"client_secret":  {kind: kString, example: "client_secret: ${env:IDP_CLIENT_SECRET}"},
+		"id_token":       {kind: kString, example: "id_token: ${file:/run/user/id_token}"},
+	}
 	oauthFields = map[string]field{
+		"grant":                      {kind: kString, example: "grant: client_credentials"},
 		"client_id":                  {kind: kString, example: "client_id: my-client"},
-		"client_secret":              {kind: kString, example: "client_secret: s3cr3t"},
+		"client_secret":              {kind: kString, example: "client_secret: ${env:MCP_CLIENT_SECRET}"},
+		"private_key":                {kind: kString, example: "private_key: ${file:/etc/mcpx/client-key.pem}"},
+		"token_endpoint_auth_method": {kind: kString, example: "token_endpoint_auth_method: private_key_jwt"},
+		"assertion":                  {kind: kString, example: "assertion: ${file:/var/run/secrets/tokens/mcp}"},
+		"identity_provider":          {kind: kObject, example: "identity_provider: {issuer: https://idp.example.com, client_id: c, id_token: ${file:/run/id_token}}", sub: identityProviderFields},
+		"dpop":                       {kind: kBool, example: "dpop: true"},
 		"scopes":                     {kind: kStringList, example: "scopes: [read, write]"},
 		"authorization_endpoint":     {kind: kString, example: "authorization_endpoint: https://auth.example.com/authorize"},
 		"token_endpoint":             {kind: kString, example: "token_endpoint: https://auth.example.com/token"},
@@ -120,10 +133,11 @@ var (
 		"postgres": {kind: kString, example: "postgres: postgres://mcpx@db.example:5432/mcpx"},
 	}
 	rootFields = map[string]field{
-		"state":    {kind: kObject, example: "state: {postgres: postgres://mcpx@db.example:5432/mcpx}", sub: stateFields},
-		"listen":   {kind: kString, example: "listen: " + DefaultListen},
-		"activity": {kind: kObject, example: "activity: {max_age: 720h, max_rows: 1000000}", sub: activityFields},
-		"servers":  {kind: kServerList, example: "servers: [{name: docs, url: https://example.com/mcp}]"},
+		"metrics_listen": {kind: kString, example: "metrics_listen: 127.0.0.1:9464"},
+		"state":          {kind: kObject, example: "state: {postgres: postgres://mcpx@db.example:5432/mcpx}", sub: stateFields},
+		"listen":         {kind: kString, example: "listen: " + DefaultListen},
+		"activity":       {kind: kObject, example: "activity: {max_age: 720h, max_rows: 1000000}", sub: activityFields},
+		"servers":        {kind: kServerList, example: "servers: [{name: docs, url: https://example.com/mcp}]"},
 	}
 )
 

@@ -47,6 +47,13 @@ func (c *Config) Validate() error {
 	if c.Activity.MaxRows < 0 {
 		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
 	}
+	if c.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			v.add("metrics_listen", fmt.Sprintf("metrics_listen %q is not host:port", c.MetricsListen), "for example metrics_listen: 127.0.0.1:9464")
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			v.add("metrics_listen", fmt.Sprintf("metrics_listen %q has an invalid port", c.MetricsListen), "for example metrics_listen: 127.0.0.1:9464")
+		}
+	}
 	if c.State.Postgres != "" {
 		if err := checkStateDSN(c.State.Postgres); err != nil {
 			v.add("state.postgres", err.Error(),
@@ -316,9 +323,11 @@ func (v *validator) headers(h map[string]string, where, name string) {
 	for _, k := range names {
 		hp := "headers[" + k + "]"
 		switch {
-		case strings.EqualFold(k, "Authorization"), strings.EqualFold(k, "Proxy-Authorization"):
-			v.addKey(hp, fmt.Sprintf("%sheaders must not set %s", prefix(where), k),
-				"remove it: configure the server's oauth block if needed and sign in with `mcpx login "+name+"`; tokens never belong in the config file")
+		case secretref.Check(h[k]) != nil:
+			v.addKey(hp, fmt.Sprintf("%sheader %s: %v", prefix(where), k, secretref.Check(h[k])), "write ${env:NAME} or ${file:PATH}")
+		case credentialHeader(k) && !secretref.Has(h[k]):
+			v.addKey(hp, fmt.Sprintf("%sheader %s holds a credential written into the config file", prefix(where), k),
+				"reference it instead: \"Bearer ${env:NAME}\" or \"${file:/run/secrets/NAME}\" (resolved by proxyd when it connects), store it with `mcpx auth set-token "+name+"`, or sign in with `mcpx login "+name+"`")
 		case !validHeaderName(k):
 			v.addKey(hp, fmt.Sprintf("%sinvalid header name %q", prefix(where), k), "use letters, digits and - (e.g. X-Team)")
 		case managedHeaders[strings.ToLower(k)]:
@@ -328,6 +337,25 @@ func (v *validator) headers(h map[string]string, where, name string) {
 			v.add(hp, fmt.Sprintf("%sheader %s has an invalid value (control characters such as CR or LF)", prefix(where), k), "put the value on one line without control characters")
 		}
 	}
+}
+
+// credentialHeader: a header whose value is a credential, which the
+// config may hold only as a reference.
+func credentialHeader(k string) bool {
+	k = strings.ToLower(k)
+	return k == "authorization" || k == "proxy-authorization" || k == "cookie"
+}
+
+// secretLookingHeader: a header whose name says it carries a secret; a
+// literal value gets a warning.
+func secretLookingHeader(k string) bool {
+	k = strings.ToLower(k)
+	for _, w := range []string{"token", "secret", "key", "password", "auth"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // validHeaderName reports whether s is an RFC 9110 token.
@@ -357,13 +385,18 @@ func validHeaderValue(s string) bool {
 }
 
 func (v *validator) oauth(o *OAuth, where string) {
-	for _, f := range []struct{ key, val string }{
+	endpoints := []struct{ key, val string }{
 		{"authorization_endpoint", o.AuthorizationEndpoint},
 		{"token_endpoint", o.TokenEndpoint},
 		{"registration_endpoint", o.RegistrationEndpoint},
 		{"auth_server_metadata_url", o.AuthServerMetadataURL},
 		{"client_metadata_url", o.ClientMetadataURL},
-	} {
+	}
+	if idp := o.IdentityProvider; idp != nil {
+		endpoints = append(endpoints, struct{ key, val string }{"identity_provider.issuer", idp.Issuer},
+			struct{ key, val string }{"identity_provider.token_endpoint", idp.TokenEndpoint})
+	}
+	for _, f := range endpoints {
 		if f.val == "" {
 			continue
 		}
@@ -379,6 +412,99 @@ func (v *validator) oauth(o *OAuth, where string) {
 		if sc == "" || strings.IndexFunc(sc, unicode.IsSpace) >= 0 {
 			v.add(fmt.Sprintf("oauth.scopes[%d]", i), fmt.Sprintf("%sinvalid oauth scope %q", prefix(where), sc), "list each scope as its own item, e.g. `scopes: [read, write]`")
 		}
+	}
+	grant := o.EffectiveGrant()
+	// A browser sign-in's client secret may still be written inline (it
+	// was before references existed); every other secret is a reference.
+	if grant == GrantAuthorizationCode {
+		v.secretRef(o.ClientSecret, "client_secret", where, false)
+	} else {
+		v.secretRef(o.ClientSecret, "client_secret", where, true)
+	}
+	v.secretRef(o.PrivateKey, "private_key", where, true)
+	v.secretRef(o.Assertion, "assertion", where, true)
+	if idp := o.IdentityProvider; idp != nil {
+		v.secretRef(idp.ClientSecret, "identity_provider.client_secret", where, true)
+		v.secretRef(idp.IDToken, "identity_provider.id_token", where, true)
+	}
+	if o.PrivateKey != "" && o.ClientSecret != "" {
+		v.addKey("oauth.private_key", fmt.Sprintf("%soauth sets both client_secret and private_key", prefix(where)), "keep the one the authorization server has for this client")
+	}
+	v.authMethod(o, where)
+	need := func(key string, ok bool, why, hint string) {
+		if !ok {
+			v.add("oauth", fmt.Sprintf("%soauth grant %s needs %s (%s)", prefix(where), grant, key, why), hint)
+		}
+	}
+	switch grant {
+	case GrantAuthorizationCode:
+	case GrantClientCredentials:
+		need("client_id", o.ClientID != "", "the client the authorization server issued", "add `client_id: ...` with `client_secret: ${env:NAME}` or `private_key: ${file:PATH}`")
+		need("client_secret or private_key", o.ClientSecret != "" || o.PrivateKey != "", "the client authenticates itself",
+			"add `client_secret: ${env:NAME}` (client_secret_basic) or `private_key: ${file:/path/key.pem}` (private_key_jwt)")
+	case GrantJWTBearer:
+		need("assertion", o.Assertion != "", "the workload identity token to exchange",
+			"add `assertion: ${file:/var/run/secrets/tokens/mcp}` or `assertion: ${env:ID_TOKEN}`")
+	case GrantTokenExchange:
+		idp := o.IdentityProvider
+		need("client_id", o.ClientID != "", "the client the identity assertion names", "add `client_id: ...` and `client_secret: ${env:NAME}`")
+		need("identity_provider", idp != nil, "the enterprise IdP that issues the identity assertion",
+			"add `identity_provider: {issuer: https://idp.example.com, client_id: ..., id_token: ${file:PATH}}`")
+		if idp != nil {
+			need("identity_provider.issuer or identity_provider.token_endpoint", idp.Issuer != "" || idp.TokenEndpoint != "", "where to exchange the ID token", "add `issuer: https://idp.example.com`")
+			need("identity_provider.client_id", idp.ClientID != "", "mcpx's client at the IdP", "add `client_id: ...` under identity_provider")
+			need("identity_provider.id_token", idp.IDToken != "", "the user's ID token to exchange", "add `id_token: ${file:PATH}` or `id_token: ${env:NAME}` under identity_provider")
+		}
+	default:
+		v.add("oauth.grant", fmt.Sprintf("%sunknown oauth grant %q", prefix(where), o.Grant),
+			"use authorization_code (browser sign-in), client_credentials, jwt_bearer (workload identity) or token_exchange (enterprise-managed)")
+	}
+	if o.Assertion != "" && grant != GrantJWTBearer {
+		v.addKey("oauth.assertion", fmt.Sprintf("%soauth assertion is used only by grant: jwt_bearer", prefix(where)), "set `grant: jwt_bearer` or remove assertion")
+	}
+	if o.IdentityProvider != nil && grant != GrantTokenExchange {
+		v.addKey("oauth.identity_provider", fmt.Sprintf("%soauth identity_provider is used only by grant: token_exchange", prefix(where)), "set `grant: token_exchange` or remove identity_provider")
+	}
+}
+
+// authMethod checks token_endpoint_auth_method against the credentials
+// configured for it.
+func (v *validator) authMethod(o *OAuth, where string) {
+	m := o.TokenEndpointAuthMethod
+	var ok bool
+	switch m {
+	case "":
+		return
+	case "client_secret_basic", "client_secret_post":
+		ok = o.ClientSecret != ""
+	case "private_key_jwt":
+		ok = o.PrivateKey != ""
+	case "none":
+		ok = o.ClientSecret == "" && o.PrivateKey == ""
+	default:
+		v.add("oauth.token_endpoint_auth_method", fmt.Sprintf("%sunknown token_endpoint_auth_method %q", prefix(where), m),
+			"use client_secret_basic, client_secret_post, private_key_jwt or none")
+		return
+	}
+	if !ok {
+		v.add("oauth.token_endpoint_auth_method", fmt.Sprintf("%stoken_endpoint_auth_method %s does not match the configured credentials", prefix(where), m),
+			"client_secret_* needs client_secret, private_key_jwt needs private_key, none needs neither")
+	}
+}
+
+// secretRef checks a secret setting: a reference, or with inlineOK also
+// the value itself.
+func (v *validator) secretRef(val, key, where string, refOnly bool) {
+	if val == "" {
+		return
+	}
+	if err := secretref.Check(val); err != nil {
+		v.add("oauth."+key, fmt.Sprintf("%soauth %s: %v", prefix(where), key, err), "write ${env:NAME} or ${file:PATH}")
+		return
+	}
+	if refOnly && (!secretref.Has(val) || secretref.Strip(val) != "") {
+		v.add("oauth."+key, fmt.Sprintf("%soauth %s must be a reference, not the secret itself", prefix(where), key),
+			"keep the secret out of the file: `"+key[strings.LastIndex(key, ".")+1:]+": ${env:NAME}` or `${file:/path}`")
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"sort"
+
+	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
 // Warnings lists problems that do not stop proxyd from starting but that
@@ -33,9 +36,24 @@ func (c *Config) Warnings() []*Error {
 				sv.add("tls.ca_file", fmt.Sprintf("%scannot read ca_file %q: %v", prefix(sv.where), s.TLS.CAFile, err), "point ca_file at a readable PEM file")
 			}
 		}
+		for _, k := range sortedKeys(s.Headers) {
+			if secretLookingHeader(k) && !credentialHeader(k) && !secretref.Has(s.Headers[k]) {
+				sv.add("headers["+k+"]", fmt.Sprintf("%sheader %s looks like a credential written into the config file", prefix(sv.where), k),
+					"reference it instead: ${env:NAME} or ${file:PATH} (resolved by proxyd when it connects)")
+			}
+		}
 		if u, err := url.Parse(s.URL); err == nil && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
 			sv.add("url", prefix(sv.where)+"url uses plain http:// to another machine; calls and tokens travel unencrypted", "use https://")
 		}
 	}
 	return errs
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

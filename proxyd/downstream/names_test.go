@@ -140,7 +140,7 @@ func TestSessionIDsBounded(t *testing.T) {
 			s.Terminate(id)
 		}
 	}
-	if s.isLive(first) && len(s.live) > maxLive {
+	if s.get(first) != nil && len(s.live) > maxLive {
 		t.Fatal("live sessions are not bounded")
 	}
 	if len(s.live) > maxLive || len(s.terminated) > maxTerminated {

@@ -5,20 +5,17 @@ package downstream
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // CacheTTLMillis is the freshness proxyd gives its own listings: every
@@ -77,6 +74,11 @@ type Server struct {
 	// tool names (both shared with the fast path).
 	sessions *sessionIDs
 	table    atomic.Pointer[routes]
+	asks     asks
+	// listeners are the modern clients' subscriptions/listen streams.
+	listeners listeners
+	// urlElicitations routes the completion of URL elicitations.
+	urlElicitations urlElicitations
 
 	mu        sync.Mutex
 	toolSig   string
@@ -88,19 +90,22 @@ type Server struct {
 // New builds the aggregated server; call Sync after upstream changes.
 func New(backend Backend, version string, log *slog.Logger) *Server {
 	s := &Server{backend: backend, log: log, sessions: newSessionIDs()}
+	s.listeners.done = make(chan struct{})
+	s.sessions.ended = s.endSubscriptions
 	opts := []server.ServerOption{
 		server.WithToolCapabilities(true),
 		server.WithPromptCapabilities(true),
-		server.WithResourceCapabilities(false, true),
+		server.WithResourceCapabilities(true, true),
 		server.WithLogging(),
+		server.WithCompletions(),
 		server.WithRecovery(),
 		server.WithCacheHints(CacheTTLMillis, mcp.CacheScopePrivate),
 		server.WithInstructions("mcpx proxyd: tools and prompts of each upstream server are named <prefix><name>, the prefix being <server>__ unless configured otherwise."),
 	}
+	hooks := &server.Hooks{}
 	// A call to a tool no upstream offers is refused by the library before
 	// any handler runs; it still belongs in the activity log.
 	if rr, ok := backend.(UnknownToolRecorder); ok {
-		hooks := &server.Hooks{}
 		hooks.AddOnError(func(ctx context.Context, _ any, method mcp.MCPMethod, message any, err error) {
 			if method != mcp.MethodToolsCall || !errors.Is(err, server.ErrToolNotFound) {
 				return
@@ -109,14 +114,44 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 				rr.RecordUnknownTool(ctx, req.Params.Name, CallMeta{Client: clientOf(ctx)})
 			}
 		})
-		opts = append(opts, server.WithHooks(hooks))
 	}
+	// What a legacy client declared and its log level are the session's,
+	// for the requests proxyd relays on it.
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if sess := s.sessionOf(ctx); sess != nil {
+			raw, _ := json.Marshal(req.Params.Capabilities)
+			sess.setCaps(relay.ParseCaps(raw))
+		}
+	})
+	hooks.AddAfterSetLevel(func(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+		if sess := s.sessionOf(ctx); sess != nil {
+			sess.setLevel(string(req.Params.Level))
+		}
+		if lv, ok := backend.(LevelSetter); ok {
+			lv.SetLevel(string(req.Params.Level))
+		}
+	})
+	opts = append(opts, server.WithHooks(hooks))
 	for _, m := range []mcp.MCPMethod{mcp.MethodToolsList, mcp.MethodPromptsList, mcp.MethodResourcesList,
 		mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead, mcp.MethodServerDiscover} {
 		opts = append(opts, server.WithMethodCacheHints(m, CacheTTLMillis, mcp.CacheScopePrivate))
 	}
 	s.mcp = server.NewMCPServer("mcpx-proxyd", version, opts...)
 	return s
+}
+
+// LevelSetter is implemented by backends that pass a client's
+// logging/setLevel on to the upstreams.
+type LevelSetter interface {
+	SetLevel(level string)
+}
+
+// sessionOf is the legacy session of a request the library handles.
+func (s *Server) sessionOf(ctx context.Context) *session {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
+		return s.sessions.get(cs.SessionID())
+	}
+	return nil
 }
 
 // MCPServer exposes the underlying server (tests, stdio bridge).
@@ -135,15 +170,16 @@ func (s *Server) Sync() {
 	var templates []server.ServerResourceTemplate
 	var tsig, psig, rsig strings.Builder
 	seenURI := map[string]bool{}
-	table := routes{}
+	table := newRoutes()
 	for _, u := range ups {
 		for _, t := range u.Tools {
 			exposed, ok := naming.Tool(u, t.Name)
 			if !ok || !exposable(&t) {
 				continue
 			}
-			table[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern,
-				paramHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}
+			def := t
+			table.tools[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern,
+				paramHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0, def: &def}
 			tool := t
 			tool.Name = exposed
 			b, _ := json.Marshal(tool)
@@ -155,6 +191,7 @@ func (s *Server) Sync() {
 			if !ok {
 				continue
 			}
+			table.prompts[exposed] = promptRoute{server: u.Name, name: p.Name}
 			prompt := p
 			prompt.Name = exposed
 			b, _ := json.Marshal(prompt)
@@ -166,11 +203,15 @@ func (s *Server) Sync() {
 				continue // first server wins a URI two servers share
 			}
 			seenURI[r.URI] = true
+			table.resources[r.URI] = u.Name
 			b, _ := json.Marshal(r)
 			rsig.Write(b)
 			resources = append(resources, server.ServerResource{Resource: r, Handler: s.resourceHandler(u.Name)})
 		}
 		for _, rt := range u.Templates {
+			if rt.URITemplate != nil && rt.URITemplate.Template != nil {
+				table.templates = append(table.templates, templateRoute{server: u.Name, template: rt.URITemplate.Raw(), uri: rt.URITemplate})
+			}
 			b, _ := json.Marshal(rt)
 			rsig.Write(b)
 			server := u.Name
@@ -182,19 +223,22 @@ func (s *Server) Sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logOmissions(naming.Omitted)
-	s.table.Store(&table)
+	s.table.Store(table)
 	if sig := tsig.String(); sig != s.toolSig {
 		s.toolSig = sig
 		s.mcp.SetTools(tools...)
+		s.listChanged(mcp.MethodNotificationToolsListChanged)
 	}
 	if sig := psig.String(); sig != s.promptSig {
 		s.promptSig = sig
 		s.mcp.SetPrompts(prompts...)
+		s.listChanged(mcp.MethodNotificationPromptsListChanged)
 	}
 	if sig := rsig.String(); sig != s.resSig {
 		s.resSig = sig
 		s.mcp.SetResources(resources...)
 		s.mcp.SetResourceTemplates(templates...)
+		s.listChanged(mcp.MethodNotificationResourcesListChanged)
 	}
 }
 
@@ -265,73 +309,4 @@ func prefix(id string) string {
 		return id[:8]
 	}
 	return id
-}
-
-type clientKey struct{}
-
-// Handler is the Streamable HTTP endpoint at /mcp. With a non-empty token
-// every request must carry "Authorization: Bearer <token>"; requests with
-// a foreign Host or Origin are refused (DNS rebinding).
-func (s *Server) Handler(token string, client string) http.Handler {
-	opts := []server.StreamableHTTPOption{
-		server.WithEndpointPath("/mcp"),
-		server.WithSessionIdManager(s.sessions),
-	}
-	if client != "" {
-		opts = append(opts, server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			return context.WithValue(ctx, clientKey{}, client)
-		}))
-	}
-	h := server.NewStreamableHTTPServer(s.mcp, opts...)
-	return s.guard(h, token, client)
-}
-
-func (s *Server) guard(next http.Handler, token, client string) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackHost(r.Host) {
-			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
-			return
-		}
-		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
-			http.Error(w, "forbidden: cross-origin request refused", http.StatusForbidden)
-			return
-		}
-		if token != "" {
-			got := []byte(r.Header.Get("Authorization"))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="mcpx", error="invalid_token", error_description="use the token from 'mcpx connect-info'"`)
-				http.Error(w, "unauthorized: proxyd needs its bearer token; run 'mcpx connect-info'", http.StatusUnauthorized)
-				return
-			}
-		}
-		if s.fastCall(w, r, client) {
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func loopbackHost(hostport string) bool {
-	if hostport == "" {
-		return false
-	}
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") || host == "proxyd.sock" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func loopbackOrigin(o string) bool {
-	u, err := url.Parse(o)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	return loopbackHost(u.Host)
 }

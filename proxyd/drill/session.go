@@ -70,7 +70,7 @@ func Session(ctx context.Context, t SessionTarget, call Caller, o SessionOptions
 	if progress == nil {
 		progress = func(string) {}
 	}
-	rep := api.SessionDrillReport{Server: t.Name()}
+	rep := api.SessionDrillReport{DrillOutcome: api.DrillOutcome{Server: t.Name()}}
 	if o.Calls < 1 || o.Calls > MaxCalls {
 		return rep, fmt.Errorf("calls must be between 1 and %d", MaxCalls)
 	}

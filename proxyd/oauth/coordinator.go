@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -18,9 +19,8 @@ type Trigger string
 // Triggers of a refresh.
 const (
 	TriggerReactive     Trigger = "reactive"     // a call found the token expired
-	TriggerProactive            = "proactive"    // the refresher, before expiry
-	TriggerUnauthorized         = "unauthorized" // an upstream answered 401 to a token
-	TriggerDrill                = "drill"        // mcpx drill refresh
+	TriggerProactive    Trigger = "proactive"    // the refresher, before expiry
+	TriggerUnauthorized Trigger = "unauthorized" // an upstream answered 401 to a token
 )
 
 // ErrAuthorizationRequired is matched (errors.Is) by every error that only
@@ -55,6 +55,13 @@ type GrantSource struct {
 	Resource      string  // RFC 8707 resource sent with every token request
 	Client        *Client // configured client (oauth.client_id); nil: the stored registration
 	HTTPClient    *http.Client
+	// Issuer returns the authorization server's issuer, the audience of
+	// client assertions and identity assertion grants; nil: the token
+	// endpoint stands in.
+	Issuer func(ctx context.Context) (string, error)
+	// Machine, when set, is how the next token is obtained at expiry
+	// instead of a refresh.
+	Machine *MachineGrant
 }
 
 // FlightInfo describes one refresh flight, for the OnFlight hook.
@@ -71,8 +78,11 @@ type FlightInfo struct {
 // CoordinatorOptions configure a Coordinator; zero values take defaults.
 type CoordinatorOptions struct {
 	Timeout time.Duration // of a flight; default 30s
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Lock serialises a grant's refresh across processes sharing the
+	// store; default the store's own (see Store.Hold).
+	Lock   GrantLock
+	Now    func() time.Time
+	Logger *slog.Logger
 	// Metrics counts token requests by outcome (label "outcome"); see
 	// NewRefreshCounter.
 	Metrics *prometheus.CounterVec
@@ -102,8 +112,8 @@ func NewRefreshCounter() *prometheus.CounterVec {
 	return cv
 }
 
-// Coordinator runs at most one refresh per server key. See the package
-// documentation of DESIGN.md "One refresh per grant".
+// Coordinator runs at most one refresh per server key (see
+// docs/architecture.md, "Sign-in and refresh").
 type Coordinator struct {
 	store *Store
 	opts  CoordinatorOptions
@@ -117,6 +127,9 @@ type Coordinator struct {
 	// request goes out, so dropping the answer would lose the grant.
 	flights sync.WaitGroup
 	closed  bool
+	// reads shares one store read among the callers that find no token
+	// cached (a restart under load, a sign-in made elsewhere).
+	reads singleflight.Group
 }
 
 // Close waits (bounded by ctx) for refreshes in flight to store their
@@ -169,6 +182,9 @@ func NewCoordinator(store *Store, opts CoordinatorOptions) *Coordinator {
 	if opts.GiveUpAfter <= 0 {
 		opts.GiveUpAfter = 3
 	}
+	if opts.Lock == nil {
+		opts.Lock = store
+	}
 	return &Coordinator{store: store, opts: opts, log: opts.Logger, keys: map[string]*keyState{}}
 }
 
@@ -181,13 +197,14 @@ func (c *Coordinator) current(ctx context.Context, key string, st *keyState) (*T
 	if t != nil {
 		return t, nil
 	}
-	t, err := c.store.Token(ctx, key)
+	v, err, _ := c.reads.Do(key, func() (any, error) { return c.store.Token(ctx, key) })
 	if errors.Is(err, ErrNoToken) {
 		return nil, &NotSignedInError{Server: name}
 	}
 	if err != nil {
 		return nil, err
 	}
+	t = v.(*Token)
 	c.remember(st, t)
 	return t, nil
 }
@@ -260,7 +277,10 @@ func (c *Coordinator) RefreshDue(ctx context.Context) {
 			continue
 		}
 		t, err := c.current(ctx, k, st)
-		if err != nil || t.RefreshToken == "" || !c.needsRefresh(t, c.opts.Now()) || c.held(ctx, k, st, t) {
+		c.mu.Lock()
+		machine := st.src.Machine != nil
+		c.mu.Unlock()
+		if err != nil || (t.RefreshToken == "" && !machine) || !c.needsRefresh(t, c.opts.Now()) || c.held(ctx, k, st, t) {
 			continue
 		}
 		wg.Go(func() { _, _ = c.Refresh(ctx, k, TriggerProactive, nil) })

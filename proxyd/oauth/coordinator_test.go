@@ -163,7 +163,7 @@ func TestRefreshErrorClasses(t *testing.T) {
 			if err2 == nil || r.as.TokenRequests() != 1 {
 				t.Fatalf("latch/cooldown ignored: err=%v requests=%d", err2, r.as.TokenRequests())
 			}
-			if st := r.c.Status(r.key); st.LastOutcome != tt.class || (st.Latched != "") != tt.terminal {
+			if st := r.c.Status(r.key); st.LastOutcome != string(tt.class) || (st.Latched != "") != tt.terminal {
 				t.Fatalf("status = %+v", st)
 			}
 			if tt.terminal {
@@ -479,7 +479,7 @@ func TestRefreshDue(t *testing.T) {
 		t.Fatalf("requests = %d", r.as.TokenRequests())
 	}
 	st := r.c.Status(r.key)
-	if !st.SignedIn || !st.HasRefreshToken || st.LastOutcome != OutcomeSuccess || st.NextProactive.IsZero() {
+	if !st.SignedIn || !st.RefreshToken || st.LastOutcome != string(OutcomeSuccess) || st.NextProactive == nil {
 		t.Fatalf("status = %+v", st)
 	}
 	// A latched grant is left alone by the refresher: no request, no log.

@@ -25,16 +25,16 @@ type Outcome string
 // Refresh outcomes.
 const (
 	OutcomeSuccess                Outcome = "success"
-	OutcomeInvalidGrant                   = "failed_invalid_grant"
-	OutcomeInvalidClient                  = "failed_invalid_client"
-	OutcomeUnauthorizedClient             = "failed_unauthorized_client"
-	OutcomeUnsupportedGrantType           = "failed_unsupported_grant_type"
-	OutcomeInvalidScope                   = "failed_invalid_scope"
-	OutcomeServerError                    = "failed_server_error"
-	OutcomeTemporarilyUnavailable         = "failed_temporarily_unavailable"
-	OutcomeRateLimited                    = "failed_rate_limited"
-	OutcomeNetwork                        = "failed_network"
-	OutcomeOther                          = "failed_other"
+	OutcomeInvalidGrant           Outcome = "failed_invalid_grant"
+	OutcomeInvalidClient          Outcome = "failed_invalid_client"
+	OutcomeUnauthorizedClient     Outcome = "failed_unauthorized_client"
+	OutcomeUnsupportedGrantType   Outcome = "failed_unsupported_grant_type"
+	OutcomeInvalidScope           Outcome = "failed_invalid_scope"
+	OutcomeServerError            Outcome = "failed_server_error"
+	OutcomeTemporarilyUnavailable Outcome = "failed_temporarily_unavailable"
+	OutcomeRateLimited            Outcome = "failed_rate_limited"
+	OutcomeNetwork                Outcome = "failed_network"
+	OutcomeOther                  Outcome = "failed_other"
 )
 
 // Outcomes lists every outcome label, for pre-initialising counters.
@@ -163,12 +163,7 @@ func refreshMessage(e *RefreshError, registered bool, desc string) string {
 
 // sanitizeCode keeps an error code printable and short.
 func sanitizeCode(c string) string {
-	c = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, c)
+	c = strings.Join(strings.Fields(redact.Control(c)), " ")
 	if len(c) > 64 {
 		c = c[:64]
 	}

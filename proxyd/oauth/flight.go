@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 )
@@ -109,7 +107,14 @@ func safeMessage(err error) string {
 }
 
 func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src GrantSource, trigger Trigger, observed *Token, info *FlightInfo) (*Token, error) {
-	cur, err := c.store.Token(ctx, key)
+	// One refresh per grant across processes: hold the grant, then read
+	// what the last holder stored.
+	hold, err := c.opts.Lock.Hold(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("refresh %s: %w", src.Server, err)
+	}
+	defer hold.Release()
+	cur, err := hold.Token(ctx)
 	if errors.Is(err, ErrNoToken) {
 		return nil, &NotSignedInError{Server: src.Server}
 	}
@@ -160,16 +165,25 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 		return nil, e
 	}
 	c.mu.Unlock()
+	if e := c.shared(ctx, hold, key, st, src, fp, now); e != nil {
+		info.Outcome = e.Class
+		return nil, e
+	}
 
+	// A machine grant obtains its next token as it obtained the first;
+	// its client may be anonymous (a workload identity alone).
+	if src.Machine != nil && client == nil {
+		client = &Client{}
+	}
 	// Never send an empty client_id, and never a refresh without a token.
-	if client == nil || client.ClientID == "" {
+	if src.Machine == nil && (client == nil || client.ClientID == "") {
 		e := &RefreshError{Class: OutcomeInvalidClient, Terminal: true,
 			Msg: fmt.Sprintf("no OAuth client registration for %s: sign in again (mcpx login %s)", src.Server, src.Server)}
 		c.fail(ctx, key, st, fp, e)
 		info.Outcome = e.Class
 		return nil, e
 	}
-	if cur.RefreshToken == "" {
+	if cur.RefreshToken == "" && src.Machine == nil {
 		e := &RefreshError{Class: OutcomeInvalidGrant, Terminal: true,
 			Msg: fmt.Sprintf("no refresh token was issued for %s: sign in again (mcpx login %s)", src.Server, src.Server)}
 		c.fail(ctx, key, st, fp, e)
@@ -190,9 +204,21 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	c.mu.Lock()
 	st.requests++
 	c.mu.Unlock()
-	ot, rerr := c.requestRefresh(ctx, src, client, endpoint, cur.RefreshToken)
-	secrets := []string{cur.RefreshToken, cur.AccessToken, client.ClientSecret}
+	// A refresh token is spent when its request arrives; a grant without
+	// one (a machine grant) has nothing to lose and is not marked.
+	rctx, marked := ctx, func() error { return nil }
+	if cur.RefreshToken != "" {
+		rctx, marked = markOnConnect(ctx, func() error { return hold.MarkInFlight(ctx, fp) })
+	}
+	ot, secrets, rerr := c.requestToken(rctx, src, client, endpoint, cur)
+	if merr := marked(); merr != nil && rerr == nil {
+		c.log.Warn("oauth: could not record the refresh in flight", "server", src.Server, "error", redact.Text(merr.Error()))
+	}
 	if rerr != nil {
+		// The answer came back to this process: its outcome is known.
+		if err := hold.ClearInFlight(ctx); err != nil {
+			c.log.Warn("oauth: clear the refresh in flight", "server", src.Server, "error", redact.Text(err.Error()))
+		}
 		e := ClassifyRefreshError(rerr, client.Registered)
 		e = &RefreshError{Class: e.Class, Terminal: e.Terminal, Code: e.Code, HTTPStatus: e.HTTPStatus,
 			RetryAfter: e.RetryAfter, Msg: redact.Text(e.Msg, secrets...), Err: e.Err}
@@ -210,28 +236,9 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	}
 
 	info.Outcome = OutcomeSuccess
-	next := &Token{
-		AccessToken:  ot.AccessToken,
-		RefreshToken: ot.RefreshToken,
-		TokenType:    ot.TokenType,
-		Scopes:       cur.Scopes,
-		Generation:   cur.Generation,
-		Obtained:     now,
-	}
-	if ot.ExpiresIn > 0 {
-		next.Expiry = now.Add(time.Duration(ot.ExpiresIn) * time.Second)
-	}
-	if sc, ok := ot.Extra("scope").(string); ok && sc != "" {
-		next.Scopes = strings.Fields(sc)
-	}
-	superseded := false
-	err = c.store.UpdateToken(ctx, key, src.Server, func(latest *Token) (*Token, error) {
-		if latest == nil || latest.Generation != cur.Generation || latest.RefreshToken != cur.RefreshToken {
-			superseded = true
-			return nil, nil
-		}
-		return next, nil
-	})
+	next := tokenFrom(ot, cur.Scopes, now)
+	next.Generation, next.DPoPKey, next.Issuer = cur.Generation, cur.DPoPKey, cur.Issuer
+	superseded, err := hold.Store(ctx, src.Server, cur, next, RefreshState{LastRefresh: now, LastOutcome: OutcomeSuccess})
 	if err != nil {
 		return nil, fmt.Errorf("store refreshed token for %s: %w", src.Server, err)
 	}
@@ -248,7 +255,6 @@ func (c *Coordinator) fly(ctx context.Context, key string, st *keyState, src Gra
 	c.mu.Lock()
 	st.latch, st.cool, st.rejected = nil, nil, false
 	c.mu.Unlock()
-	c.saveState(ctx, key, RefreshState{LastRefresh: now, LastOutcome: OutcomeSuccess})
 	return next, nil
 }
 
@@ -266,8 +272,16 @@ func (c *Coordinator) supersededBy(ctx context.Context, key string, cur *Token) 
 	if err != nil {
 		return nil, false
 	}
-	if latest.Generation != cur.Generation || latest.RefreshToken != cur.RefreshToken {
+	if !sameGrant(latest, cur) {
 		return latest, true
 	}
 	return nil, false
+}
+
+// sameGrant reports whether latest is still the token cur: same sign-in
+// and refresh token, and for a grant without refresh tokens (a machine
+// grant) the same access token.
+func sameGrant(latest, cur *Token) bool {
+	return latest.Generation == cur.Generation && latest.RefreshToken == cur.RefreshToken &&
+		(cur.RefreshToken != "" || latest.AccessToken == cur.AccessToken)
 }

@@ -111,3 +111,15 @@ func (c *Coordinator) ExpireAccessToken(ctx context.Context, key string) error {
 	c.mu.Unlock()
 	return nil
 }
+
+// CachedGeneration is the generation of key's grant this coordinator last
+// read or wrote, if it holds one: a grant change seen in the store that
+// matches it was made here.
+func (c *Coordinator) CachedGeneration(key string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.keys[key]; ok && st.cached != nil {
+		return st.cached.Generation, true
+	}
+	return 0, false
+}

@@ -70,13 +70,15 @@ func (c *Coordinator) fail(ctx context.Context, key string, st *keyState, fp str
 		st.latch = &latch{fp: fp, err: e}
 		st.cool = nil
 	}
-	c.mu.Unlock()
-	class := "transient"
-	latched := ""
-	if e.Terminal {
-		class, latched = "terminal", e.Msg
+	rs := RefreshState{LastRefresh: now, LastOutcome: e.Class, LastClass: "transient", Fingerprint: fp}
+	if st.cool != nil {
+		rs.CoolUntil, rs.CoolCount = st.cool.until, st.cool.count
 	}
-	c.saveState(ctx, key, RefreshState{LastRefresh: now, LastOutcome: e.Class, LastClass: class, Latched: latched})
+	c.mu.Unlock()
+	if e.Terminal {
+		rs.LastClass, rs.Latched = "terminal", e.Msg
+	}
+	c.saveState(ctx, key, rs)
 }
 
 func (c *Coordinator) saveState(ctx context.Context, key string, rs RefreshState) {

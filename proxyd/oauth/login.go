@@ -52,14 +52,10 @@ func (e *CallbackError) Error() string {
 	return msg
 }
 
-// sanitize strips control characters and bounds server-supplied text.
+// sanitize makes server-supplied text one bounded line without terminal
+// control sequences.
 func sanitize(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return -1
-		}
-		return r
-	}, s)
+	s = strings.Join(strings.Fields(redact.Control(s)), " ")
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
@@ -178,12 +174,14 @@ func BuildAuthURL(p AuthParams) (string, error) {
 // ExchangeParams are the inputs of the authorization-code exchange.
 type ExchangeParams struct {
 	TokenEndpoint   string
-	Client          *Client
+	Issuer          string  // audience of a private_key_jwt assertion
+	Client          *Client // resolved
 	Code            string
 	Verifier        string
 	RedirectURI     string
 	Resource        string
 	RequestedScopes []string // recorded when the response names none
+	DPoPKey         string   // bind the grant to this key (RFC 9449); "" for bearer
 	HTTPClient      *http.Client
 	Now             func() time.Time
 }
@@ -193,32 +191,31 @@ func Exchange(ctx context.Context, p ExchangeParams) (*Token, error) {
 	if p.Client == nil || p.Client.ClientID == "" {
 		return nil, errors.New("code exchange without a client_id")
 	}
-	now := time.Now
-	if p.Now != nil {
-		now = p.Now
-	}
-	hc := p.HTTPClient
-	if hc == nil {
-		hc = discovery.NewHTTPClient(nil, 30*time.Second)
-	}
-	cfg := &oauth2.Config{ClientID: p.Client.ClientID, ClientSecret: p.Client.ClientSecret, RedirectURL: p.RedirectURI,
-		Endpoint: oauth2.Endpoint{TokenURL: p.TokenEndpoint, AuthStyle: authStyle(p.Client)}}
-	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(p.Verifier)}
-	if p.Resource != "" {
-		opts = append(opts, oauth2.SetAuthURLParam("resource", p.Resource))
-	}
-	ot, err := cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), p.Code, opts...)
+	tr := tokenRequest{Endpoint: p.TokenEndpoint, Issuer: p.Issuer, Client: p.Client, Resource: p.Resource,
+		DPoPKey: p.DPoPKey, HTTP: p.HTTPClient, Now: p.Now}
+	ot, err := retryNonce(p.DPoPKey != "", func() (*oauth2.Token, error) { return exchangeOnce(ctx, tr, p) })
 	if err != nil {
 		return nil, err
 	}
-	t := &Token{AccessToken: ot.AccessToken, RefreshToken: ot.RefreshToken, TokenType: ot.TokenType, Scopes: slices.Clone(p.RequestedScopes)}
-	if ot.ExpiresIn > 0 {
-		t.Expiry = now().Add(time.Duration(ot.ExpiresIn) * time.Second)
+	return tokenFrom(ot, p.RequestedScopes, tr.now()), nil
+}
+
+func exchangeOnce(ctx context.Context, tr tokenRequest, p ExchangeParams) (*oauth2.Token, error) {
+	style, params, err := tr.auth()
+	if err != nil {
+		return nil, err
 	}
-	if sc, ok := ot.Extra("scope").(string); ok && sc != "" {
-		t.Scopes = strings.Fields(sc)
+	secret := p.Client.ClientSecret
+	if p.Client.authMethod() == "private_key_jwt" {
+		secret = ""
 	}
-	return t, nil
+	cfg := &oauth2.Config{ClientID: p.Client.ClientID, ClientSecret: secret, RedirectURL: p.RedirectURI,
+		Endpoint: oauth2.Endpoint{TokenURL: p.TokenEndpoint, AuthStyle: style}}
+	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(p.Verifier)}
+	for k := range params {
+		opts = append(opts, oauth2.SetAuthURLParam(k, params.Get(k)))
+	}
+	return cfg.Exchange(context.WithValue(ctx, oauth2.HTTPClient, tr.httpClient()), p.Code, opts...)
 }
 
 // StepUpScopes is the scope set to request after a 403 insufficient_scope:
@@ -398,8 +395,11 @@ type LoginRequest struct {
 	ClientMetadataURL       string
 	AllowMissingPKCEMethods bool
 	Scopes                  []string // nil: Discovery.Scopes
-	ClientName              string
-	HTTPClient              *http.Client
+	// DPoP binds the grant to a new key when the authorization server
+	// supports it (config oauth.dpop).
+	DPoP       bool
+	ClientName string
+	HTTPClient *http.Client
 	// OpenURL sends the user to the authorization URL (opens a browser or
 	// prints it). Required.
 	OpenURL func(authURL string) error
@@ -458,6 +458,7 @@ func (c *Coordinator) Login(ctx context.Context, req LoginRequest) (*LoginResult
 		if err != nil {
 			return nil, fmt.Errorf("login to %s: %w", req.Server, err)
 		}
+		client.Issuer = md.Issuer
 		if err := c.store.SaveClient(ctx, req.Key, client); err != nil {
 			return nil, err
 		}
@@ -483,13 +484,24 @@ func (c *Coordinator) Login(ctx context.Context, req LoginRequest) (*LoginResult
 	if err != nil {
 		return nil, fmt.Errorf("login to %s: %w", req.Server, err)
 	}
-	tok, err := Exchange(ctx, ExchangeParams{TokenEndpoint: md.TokenEndpoint, Client: client, Code: code, Verifier: verifier,
-		RedirectURI: cb.RedirectURI(), Resource: d.ResourceIndicator, RequestedScopes: scopes, HTTPClient: req.HTTPClient, Now: c.opts.Now})
+	resolved, err := client.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("login to %s: %w", req.Server, err)
+	}
+	fitAuthMethod(resolved, md)
+	key, err := c.grantKey(req.DPoP, md, res)
+	if err != nil {
+		return nil, fmt.Errorf("login to %s: %w", req.Server, err)
+	}
+	tok, err := Exchange(ctx, ExchangeParams{TokenEndpoint: md.TokenEndpoint, Issuer: md.Issuer, Client: resolved, Code: code, Verifier: verifier,
+		RedirectURI: cb.RedirectURI(), Resource: d.ResourceIndicator, RequestedScopes: scopes, DPoPKey: key,
+		HTTPClient: req.HTTPClient, Now: c.opts.Now})
 	if err != nil {
 		e := c.ExchangeFailed(ctx, req.Key, client, err)
-		e.Msg = redact.Text(e.Msg, code, verifier)
+		e.Msg = redact.Text(e.Msg, code, verifier, resolved.ClientSecret, resolved.PrivateKey)
 		return nil, fmt.Errorf("login to %s: %w", req.Server, e)
 	}
+	bind(tok, key, md.Issuer, res)
 	gen, err := c.SaveLogin(ctx, req.Key, req.Server, tok)
 	if err != nil {
 		return nil, err
@@ -510,7 +522,7 @@ func (c *Coordinator) pickClient(ctx context.Context, req LoginRequest, md *disc
 		return &cl, "configured", nil
 	}
 	if md.ClientIDMetadataDocumentSupported && req.ClientMetadataURL != "" {
-		cl := &Client{ClientID: req.ClientMetadataURL}
+		cl := &Client{ClientID: req.ClientMetadataURL, Issuer: md.Issuer}
 		if err := c.store.SaveClient(ctx, req.Key, cl); err != nil {
 			return nil, "", err
 		}
@@ -518,7 +530,7 @@ func (c *Coordinator) pickClient(ctx context.Context, req LoginRequest, md *disc
 	}
 	stored, err := c.store.Client(ctx, req.Key)
 	switch {
-	case err == nil && stored.Registered:
+	case err == nil && stored.Registered && (stored.Issuer == "" || stored.Issuer == md.Issuer):
 		return stored, "registered", nil
 	case err != nil && !errors.Is(err, ErrNoClient):
 		return nil, "", err
@@ -536,14 +548,27 @@ func Revoke(ctx context.Context, hc *http.Client, endpoint string, client *Clien
 	if client == nil || client.ClientID == "" {
 		return errors.New("revoke: no client_id")
 	}
+	client, err := client.resolve()
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
 	form := url.Values{"token": {token}}
 	if hint != "" {
 		form.Set("token_type_hint", hint)
 	}
-	useBasic := authStyle(client) == oauth2.AuthStyleInHeader
+	style, params, err := tokenRequest{Endpoint: endpoint, Client: client}.auth()
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	for k := range params {
+		if k != "resource" {
+			form.Set(k, params.Get(k))
+		}
+	}
+	useBasic := style == oauth2.AuthStyleInHeader
 	if !useBasic {
 		form.Set("client_id", client.ClientID)
-		if client.ClientSecret != "" {
+		if client.ClientSecret != "" && client.authMethod() != "private_key_jwt" {
 			form.Set("client_secret", client.ClientSecret)
 		}
 	}
@@ -568,4 +593,32 @@ func Revoke(ctx context.Context, hc *http.Client, endpoint string, client *Clien
 		return fmt.Errorf("revoke: HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// grantKey returns a new DPoP key for a sign-in when dpop asks for one
+// and the authorization server supports it ("" otherwise, with a warning
+// in res when it was asked for).
+func (c *Coordinator) grantKey(dpop bool, md *discovery.ServerMetadata, res *LoginResult) (string, error) {
+	if !dpop {
+		return "", nil
+	}
+	if !SupportsDPoP(md) {
+		res.Warnings = append(res.Warnings, "oauth.dpop is set but the authorization server does not advertise DPoP with ES256: tokens are bearer tokens")
+		return "", nil
+	}
+	return NewDPoPKey()
+}
+
+// bind records the issuer and the DPoP key of a new grant: a server that
+// answered a proof with a bearer token keeps no key.
+func bind(tok *Token, key, issuer string, res *LoginResult) {
+	tok.Issuer = issuer
+	if key == "" {
+		return
+	}
+	if !strings.EqualFold(tok.TokenType, "DPoP") {
+		res.Warnings = append(res.Warnings, "the authorization server answered the DPoP proof with a "+sanitize(tok.TokenType)+" token: it is used as a bearer token")
+		return
+	}
+	tok.DPoPKey = key
 }

@@ -160,7 +160,7 @@ func TestLoginFlow(t *testing.T) {
 	if lr.as.Stats().Registrations != 1 {
 		t.Fatalf("registrations = %d", lr.as.Stats().Registrations)
 	}
-	if st := lr.c.Status(lr.key); !st.SignedIn || !st.HasRefreshToken {
+	if st := lr.c.Status(lr.key); !st.SignedIn || !st.RefreshToken {
 		t.Fatalf("status = %+v", st)
 	}
 }

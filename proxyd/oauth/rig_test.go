@@ -72,7 +72,8 @@ type rig struct {
 
 type rigOpts struct {
 	coord      CoordinatorOptions
-	configured bool // a configured client instead of a registered one
+	db         *store.DB // default: a new SQLite database
+	configured bool      // a configured client instead of a registered one
 	secret     string
 }
 
@@ -96,7 +97,11 @@ func newRig(tb testing.TB, o rigOpts) *rig {
 	}))
 	tb.Cleanup(r.upstream.Close)
 	r.resource = r.upstream.URL + "/mcp"
-	r.store = NewStore(openDB(tb))
+	db := o.db
+	if db == nil {
+		db = openDB(tb)
+	}
+	r.store = NewStore(db)
 	r.key = ServerKey("alpha", r.resource)
 
 	r.client = &Client{ClientID: "client-alpha", ClientSecret: o.secret, Registered: !o.configured, RedirectURI: "http://127.0.0.1/callback"}

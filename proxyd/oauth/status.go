@@ -4,48 +4,42 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
-// Status is what `mcpx auth status` shows for a server.
-type Status struct {
-	Key             string    `json:"key"`
-	Server          string    `json:"server"`
-	SignedIn        bool      `json:"signed_in"`
-	Expiry          time.Time `json:"expiry,omitzero"`
-	HasRefreshToken bool      `json:"refresh_token"`
-	Scopes          []string  `json:"scopes,omitempty"`
-	LastRefresh     time.Time `json:"last_refresh,omitzero"`
-	LastOutcome     Outcome   `json:"last_outcome,omitempty"`
-	LastClass       string    `json:"last_class,omitempty"` // transient|terminal
-	LastError       string    `json:"last_error,omitempty"`
-	Latched         string    `json:"latched,omitempty"` // terminal message: sign in again
-	CooldownUntil   time.Time `json:"cooldown_until,omitzero"`
-	NextProactive   time.Time `json:"next_proactive_refresh,omitzero"`
-	Refreshing      bool      `json:"refreshing,omitempty"`
-}
-
-// Status reports key's sign-in and refresh state.
-func (c *Coordinator) Status(key string) Status {
+// Status reports key's sign-in and refresh state, as `mcpx auth status`
+// shows it; Server is the registered server's name ("" for a key not
+// registered) and URL is left to the caller.
+func (c *Coordinator) Status(key string) api.AuthStatus {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s := Status{Key: key}
+	s := api.AuthStatus{Scopes: []string{}, Grant: "authorization_code"}
 	c.mu.Lock()
 	st := c.keys[key]
+	machine := false
 	if st != nil {
 		s.Server = st.src.Server
+		if m := st.src.Machine; m != nil {
+			s.Grant, s.IdentitySource, machine = m.Kind, m.IdentitySource(), true
+		}
 		s.Refreshing = st.flight != nil
+		s.TokenRequests = st.requests
 		if st.cool != nil && c.opts.Now().Before(st.cool.until) {
-			s.CooldownUntil = st.cool.until
+			s.CooldownUntil = timePtr(st.cool.until)
 		}
 	}
 	c.mu.Unlock()
 	if t, err := c.store.Token(ctx, key); err == nil {
 		s.SignedIn = true
-		s.Expiry = t.Expiry
-		s.HasRefreshToken = t.RefreshToken != ""
-		s.Scopes = slices.Clone(t.Scopes)
-		if !t.Expiry.IsZero() && s.HasRefreshToken {
-			s.NextProactive = t.Expiry.Add(-c.margin(t))
+		s.Expiry = timePtr(t.Expiry)
+		s.RefreshToken = t.RefreshToken != ""
+		s.Binding, s.Issuer = t.Binding(), t.Issuer
+		if len(t.Scopes) > 0 {
+			s.Scopes = slices.Clone(t.Scopes)
+		}
+		if !t.Expiry.IsZero() && (s.RefreshToken || machine) {
+			s.NextProactive = timePtr(t.Expiry.Add(-c.margin(t)))
 		}
 		if st != nil {
 			fp := ""
@@ -67,7 +61,7 @@ func (c *Coordinator) Status(key string) Status {
 		}
 	}
 	if rs, err := c.store.State(ctx, key); err == nil {
-		s.LastRefresh, s.LastOutcome, s.LastClass = rs.LastRefresh, rs.LastOutcome, rs.LastClass
+		s.LastRefresh, s.LastOutcome, s.LastClass = timePtr(rs.LastRefresh), string(rs.LastOutcome), rs.LastClass
 		if s.Latched == "" && s.SignedIn {
 			s.Latched = rs.Latched
 		}
@@ -90,4 +84,11 @@ func (c *Coordinator) TokenRequests(key string) int64 {
 		return st.requests
 	}
 	return 0
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

@@ -36,6 +36,21 @@ type Token struct {
 	Scopes       []string
 	Generation   int64
 	Obtained     time.Time // when this access token was stored
+	// DPoPKey is the grant's proof-of-possession private key (see
+	// dpop.go); empty for a bearer grant. It never leaves the store but
+	// to sign proofs.
+	DPoPKey string
+	// Issuer is the authorization server that issued the grant.
+	Issuer string
+}
+
+// Binding is how the token is presented: "DPoP" when it is bound to the
+// grant's key, "Bearer" otherwise.
+func (t *Token) Binding() string {
+	if t.DPoPKey != "" && strings.EqualFold(t.TokenType, "DPoP") {
+		return "DPoP"
+	}
+	return "Bearer"
 }
 
 // Client is the OAuth client used for a server: configured (oauth.client_id)
@@ -46,9 +61,17 @@ type Client struct {
 	Registered   bool   // obtained by RFC 7591 registration
 	RedirectURI  string // as registered
 	// AuthMethod is the token endpoint auth method: none,
-	// client_secret_basic or client_secret_post. Empty: none without a
-	// secret, client_secret_basic with one.
+	// client_secret_basic, client_secret_post or private_key_jwt. Empty:
+	// private_key_jwt with a key, none without a secret,
+	// client_secret_basic with one.
 	AuthMethod string
+	// PrivateKey is the PEM key of private_key_jwt. For a configured
+	// client it and ClientSecret may be ${env:...}/${file:...}
+	// references, resolved at each token request (resolve).
+	PrivateKey string
+	// Issuer is the authorization server a registration was made at
+	// (credentials are keyed by issuer); empty for a configured client.
+	Issuer string
 }
 
 // Errors of the store.
@@ -63,13 +86,14 @@ var (
 // it reads (SQLite: the immediate transaction's write lock; PostgreSQL:
 // SELECT ... FOR UPDATE), so two processes cannot interleave.
 type Store struct {
-	db  *store.DB
-	now func() time.Time
-	mu  sync.Mutex // serialises this process's read-modify-writes
+	db     *store.DB
+	holder string // this store's name as a refresh lease holder
+	now    func() time.Time
+	mu     sync.Mutex // serialises this process's read-modify-writes
 }
 
 // NewStore wraps db.
-func NewStore(db *store.DB) *Store { return &Store{db: db, now: time.Now} }
+func NewStore(db *store.DB) *Store { return &Store{db: db, holder: holderID(), now: time.Now} }
 
 func toMillis(t time.Time) int64 {
 	if t.IsZero() {
@@ -93,9 +117,9 @@ func readToken(ctx context.Context, q querier, key string) (*Token, error) {
 	var t Token
 	var expiry, updated int64
 	var scopes string
-	err := q.QueryRowContext(ctx, `SELECT access_token, refresh_token, token_type, expiry, scopes, generation, updated
+	err := q.QueryRowContext(ctx, `SELECT access_token, refresh_token, token_type, expiry, scopes, generation, updated, dpop_key, issuer
 		FROM oauth_tokens WHERE server_key = ?`, key).
-		Scan(&t.AccessToken, &t.RefreshToken, &t.TokenType, &expiry, &scopes, &t.Generation, &updated)
+		Scan(&t.AccessToken, &t.RefreshToken, &t.TokenType, &expiry, &scopes, &t.Generation, &updated, &t.DPoPKey, &t.Issuer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoToken
 	}
@@ -138,6 +162,17 @@ func (s *Store) UpdateToken(ctx context.Context, key, name string, fn func(cur *
 	if next == nil {
 		return nil
 	}
+	if err := s.writeToken(ctx, tx, key, name, next); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit token update: %w", err)
+	}
+	return nil
+}
+
+// writeToken upserts key's token in tx.
+func (s *Store) writeToken(ctx context.Context, tx *store.Tx, key, name string, next *Token) error {
 	tt := next.TokenType
 	if tt == "" {
 		tt = "Bearer"
@@ -146,20 +181,18 @@ func (s *Store) UpdateToken(ctx context.Context, key, name string, fn func(cur *
 	if obtained.IsZero() {
 		obtained = s.now()
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO oauth_tokens
-		(server_key, server_name, access_token, refresh_token, token_type, expiry, scopes, generation, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := tx.ExecContext(ctx, `INSERT INTO oauth_tokens
+		(server_key, server_name, access_token, refresh_token, token_type, expiry, scopes, generation, updated, dpop_key, issuer)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (server_key) DO UPDATE SET server_name = excluded.server_name,
 		access_token = excluded.access_token, refresh_token = excluded.refresh_token,
 		token_type = excluded.token_type, expiry = excluded.expiry, scopes = excluded.scopes,
-		generation = excluded.generation, updated = excluded.updated`,
+		generation = excluded.generation, updated = excluded.updated,
+		dpop_key = excluded.dpop_key, issuer = excluded.issuer`,
 		key, name, next.AccessToken, next.RefreshToken, tt, toMillis(next.Expiry),
-		strings.Join(next.Scopes, " "), next.Generation, toMillis(obtained))
+		strings.Join(next.Scopes, " "), next.Generation, toMillis(obtained), next.DPoPKey, next.Issuer)
 	if err != nil {
 		return fmt.Errorf("write token: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit token update: %w", err)
 	}
 	return nil
 }
@@ -201,8 +234,8 @@ func (s *Store) Client(ctx context.Context, key string) (*Client, error) {
 	var c Client
 	var registered int
 	var raw string
-	err := s.db.QueryRowContext(ctx, `SELECT client_id, client_secret, registered, redirect_uri, raw
-		FROM oauth_clients WHERE server_key = ?`, key).Scan(&c.ClientID, &c.ClientSecret, &registered, &c.RedirectURI, &raw)
+	err := s.db.QueryRowContext(ctx, `SELECT client_id, client_secret, registered, redirect_uri, raw, issuer
+		FROM oauth_clients WHERE server_key = ?`, key).Scan(&c.ClientID, &c.ClientSecret, &registered, &c.RedirectURI, &raw, &c.Issuer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNoClient
 	}
@@ -229,11 +262,12 @@ func (s *Store) SaveClient(ctx context.Context, key string, c *Client) error {
 	if c.Registered {
 		reg = 1
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_clients (server_key, client_id, client_secret, registered, redirect_uri, raw, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_clients (server_key, client_id, client_secret, registered, redirect_uri, raw, updated, issuer)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (server_key) DO UPDATE SET client_id = excluded.client_id, client_secret = excluded.client_secret,
-		registered = excluded.registered, redirect_uri = excluded.redirect_uri, raw = excluded.raw, updated = excluded.updated`,
-		key, c.ClientID, c.ClientSecret, reg, c.RedirectURI, string(raw), toMillis(s.now()))
+		registered = excluded.registered, redirect_uri = excluded.redirect_uri, raw = excluded.raw, updated = excluded.updated,
+		issuer = excluded.issuer`,
+		key, c.ClientID, c.ClientSecret, reg, c.RedirectURI, string(raw), toMillis(s.now()), c.Issuer)
 	if err != nil {
 		return fmt.Errorf("save client: %w", err)
 	}
@@ -288,16 +322,34 @@ type RefreshState struct {
 	LastOutcome Outcome
 	LastClass   string // transient|terminal|""
 	Latched     string // terminal message, empty when not latched
+	// Fingerprint is the grant (generation, refresh token, client) the
+	// latch or cooldown belongs to; CoolUntil ends a transient failure's
+	// backoff, the CoolCount-th in a row. Every process sharing the store
+	// honours them.
+	Fingerprint string
+	CoolUntil   time.Time
+	CoolCount   int
+	// FlightFP is set while a token request for that grant is out; a
+	// holder that finds it set, with no holder left, knows the outcome of
+	// that request is unknown.
+	FlightFP string
 }
 
 // State returns key's refresh state (zero when none).
 func (s *Store) State(ctx context.Context, key string) (RefreshState, error) {
+	return readState(ctx, s.db, key)
+}
+
+func readState(ctx context.Context, q querier, key string) (RefreshState, error) {
 	var st RefreshState
 	var last int64
 	var outcome string
-	err := s.db.QueryRowContext(ctx, `SELECT last_refresh, last_outcome, last_class, latched FROM oauth_state WHERE server_key = ?`, key).
-		Scan(&last, &outcome, &st.LastClass, &st.Latched)
+	var cool int64
+	err := q.QueryRowContext(ctx, `SELECT last_refresh, last_outcome, last_class, latched, fingerprint, cool_until, cool_count, flight_fp
+		FROM oauth_state WHERE server_key = ?`, key).
+		Scan(&last, &outcome, &st.LastClass, &st.Latched, &st.Fingerprint, &cool, &st.CoolCount, &st.FlightFP)
 	st.LastOutcome = Outcome(outcome)
+	st.CoolUntil = fromMillis(cool)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, nil
 	}
@@ -308,18 +360,24 @@ func (s *Store) State(ctx context.Context, key string) (RefreshState, error) {
 	return st, nil
 }
 
-// SaveState stores key's refresh state.
+// SaveState stores key's refresh state (the in-flight marker aside, which
+// only a grant hold sets and clears).
 func (s *Store) SaveState(ctx context.Context, key string, st RefreshState) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO oauth_state (server_key, last_refresh, last_outcome, last_class, latched, updated)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (server_key) DO UPDATE SET last_refresh = excluded.last_refresh, last_outcome = excluded.last_outcome,
-		last_class = excluded.last_class, latched = excluded.latched, updated = excluded.updated`,
-		key, toMillis(st.LastRefresh), string(st.LastOutcome), st.LastClass, st.Latched, toMillis(s.now()))
+	_, err := s.db.ExecContext(ctx, saveStateSQL,
+		key, toMillis(st.LastRefresh), string(st.LastOutcome), st.LastClass, st.Latched, st.Fingerprint,
+		toMillis(st.CoolUntil), st.CoolCount, toMillis(s.now()))
 	if err != nil {
 		return fmt.Errorf("save refresh state: %w", err)
 	}
 	return nil
 }
+
+const saveStateSQL = `INSERT INTO oauth_state (server_key, last_refresh, last_outcome, last_class, latched,
+		fingerprint, cool_until, cool_count, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (server_key) DO UPDATE SET last_refresh = excluded.last_refresh, last_outcome = excluded.last_outcome,
+		last_class = excluded.last_class, latched = excluded.latched, fingerprint = excluded.fingerprint,
+		cool_until = excluded.cool_until, cool_count = excluded.cool_count, updated = excluded.updated`
 
 // Generations returns the generation of every stored grant by server key:
 // a cheap poll that shows sign-ins and sign-outs made by other processes

@@ -10,22 +10,59 @@ import (
 	"strings"
 
 	"golang.org/x/oauth2"
-
-	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
 
-func (c *Coordinator) requestRefresh(ctx context.Context, src GrantSource, client *Client, endpoint, refreshToken string) (*oauth2.Token, error) {
+// requestToken sends the token request of a flight: a refresh, or for a
+// machine grant the grant again. It returns the values that must not
+// appear in a message about it.
+func (c *Coordinator) requestToken(ctx context.Context, src GrantSource, client *Client, endpoint string, cur *Token) (*oauth2.Token, []string, error) {
+	secrets := []string{cur.RefreshToken, cur.AccessToken, client.ClientSecret}
+	resolved, err := client.resolve()
+	if err != nil {
+		return nil, secrets, err
+	}
+	secrets = append(secrets, resolved.ClientSecret, resolved.PrivateKey)
+	tr := tokenRequest{Endpoint: endpoint, Client: resolved, Resource: src.Resource, DPoPKey: cur.DPoPKey,
+		HTTP: src.HTTPClient, Now: c.opts.Now}
+	if src.Issuer != nil {
+		if iss, err := src.Issuer(ctx); err == nil {
+			tr.Issuer = iss
+		}
+	}
+	if src.Machine != nil {
+		g := *src.Machine
+		if len(g.Scopes) == 0 {
+			g.Scopes = cur.Scopes // what the sign-in was granted
+		}
+		ot, err := g.obtain(ctx, tr)
+		return ot, secrets, err
+	}
+	ot, err := requestRefresh(ctx, tr, cur.RefreshToken)
+	return ot, secrets, err
+}
+
+// requestRefresh spends refreshToken at tr's endpoint.
+func requestRefresh(ctx context.Context, tr tokenRequest, refreshToken string) (*oauth2.Token, error) {
+	return retryNonce(tr.DPoPKey != "", func() (*oauth2.Token, error) { return refreshOnce(ctx, tr, refreshToken) })
+}
+
+func refreshOnce(ctx context.Context, tr tokenRequest, refreshToken string) (*oauth2.Token, error) {
+	style, params, err := tr.auth()
+	if err != nil {
+		return nil, err
+	}
+	secret := tr.Client.ClientSecret
+	if tr.Client.authMethod() == "private_key_jwt" {
+		secret = ""
+	}
 	cfg := &oauth2.Config{
-		ClientID:     client.ClientID,
-		ClientSecret: client.ClientSecret,
-		Endpoint:     oauth2.Endpoint{TokenURL: endpoint, AuthStyle: authStyle(client)},
+		ClientID:     tr.Client.ClientID,
+		ClientSecret: secret,
+		Endpoint:     oauth2.Endpoint{TokenURL: tr.Endpoint, AuthStyle: style},
 	}
-	hc := src.HTTPClient
-	if hc == nil {
-		hc = discovery.NewHTTPClient(nil, 0)
-	}
-	if src.Resource != "" {
-		hc = withFormParams(hc, endpoint, url.Values{"resource": {src.Resource}})
+	hc := tr.httpClient()
+	if len(params) > 0 {
+		hc = withFormParams(hc, tr.Endpoint, params)
 	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
 	t, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
@@ -40,7 +77,7 @@ func (c *Coordinator) requestRefresh(ctx context.Context, src GrantSource, clien
 
 func authStyle(c *Client) oauth2.AuthStyle {
 	switch {
-	case c.ClientSecret == "" || c.AuthMethod == "none" || c.AuthMethod == "client_secret_post":
+	case c.ClientSecret == "" || c.AuthMethod == "none" || c.AuthMethod == "client_secret_post" || c.AuthMethod == "private_key_jwt":
 		return oauth2.AuthStyleInParams
 	default:
 		return oauth2.AuthStyleInHeader

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/mcpx-dev/mcpx/internal/discovery"
 )
@@ -37,9 +38,17 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("upstream credentials: %w", err)
 	}
-	resp, err := b.next.RoundTrip(withBearer(req, tok))
+	resp, err := b.send(req, tok)
 	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode == http.StatusUnauthorized && tok.Binding() == "DPoP" && useDPoPNonce(resp) && replayable(req) {
+		// The server wants its nonce in the proof (RFC 9449 §9): once.
+		if retry, ok := rewind(req, resp); ok {
+			if resp, err = b.send(retry, tok); err != nil {
+				return resp, err
+			}
+		}
 	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
@@ -56,8 +65,7 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
-	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	if !replayable {
+	if !replayable(req) {
 		return resp, nil
 	}
 	// Keep the 401 intact for the caller in case the refresh cannot help.
@@ -79,14 +87,63 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		retry.Body = nb
 	}
-	return b.next.RoundTrip(withBearer(retry, fresh))
+	return b.send(retry, fresh)
 }
 
-func withBearer(req *http.Request, t *Token) *http.Request {
+// send presents t: as a bearer token, or bound to its grant's key with a
+// fresh DPoP proof (RFC 9449 §7), the server's last nonce included.
+func (b *bearer) send(req *http.Request, t *Token) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Header.Del("Cookie")
-	r.Header.Set("Authorization", "Bearer "+t.AccessToken)
-	return r
+	if t.Binding() != "DPoP" {
+		r.Header.Set("Authorization", "Bearer "+t.AccessToken)
+		return b.next.RoundTrip(r)
+	}
+	proof, err := dpopProof(t.DPoPKey, req.Method, req.URL.String(), t.AccessToken, nonces.get(req.URL), b.c.opts.Now())
+	if err != nil {
+		closeBody(req)
+		return nil, fmt.Errorf("upstream credentials: %w", err)
+	}
+	r.Header.Set("Authorization", "DPoP "+t.AccessToken)
+	r.Header.Set("DPoP", proof)
+	resp, err := b.next.RoundTrip(r)
+	if err == nil {
+		nonces.note(req.URL, resp)
+	}
+	return resp, err
+}
+
+// useDPoPNonce reports a DPoP challenge asking for the server's nonce.
+func useDPoPNonce(resp *http.Response) bool {
+	if resp.Header.Get("DPoP-Nonce") == "" {
+		return false
+	}
+	cs, _ := discovery.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	for _, c := range cs {
+		if strings.EqualFold(c.Scheme, "dpop") && c.Error == "use_dpop_nonce" {
+			return true
+		}
+	}
+	return false
+}
+
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// rewind drains resp and returns req ready to be sent again.
+func rewind(req *http.Request, resp *http.Response) (*http.Request, bool) {
+	retry := req.Clone(req.Context())
+	if req.GetBody != nil {
+		nb, err := req.GetBody()
+		if err != nil {
+			return nil, false
+		}
+		retry.Body = nb
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBufferedBody))
+	_ = resp.Body.Close()
+	return retry, true
 }
 
 func closeBody(req *http.Request) {

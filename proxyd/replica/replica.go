@@ -7,10 +7,8 @@ package replica
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/proxyd/store"
@@ -37,16 +35,16 @@ func DefaultID() string {
 
 // Info is one replica's row.
 type Info struct {
-	ID       string          `json:"id"`
-	Host     string          `json:"host"`
-	PID      int             `json:"pid"`
-	Version  string          `json:"version"`
-	Listen   string          `json:"listen"`
-	Started  time.Time       `json:"started"`
-	Seen     time.Time       `json:"seen"`
-	Servers  json.RawMessage `json:"servers,omitempty"` // what the replica published
-	Self     bool            `json:"self,omitempty"`
-	Live     bool            `json:"live"`
+	ID      string          `json:"id"`
+	Host    string          `json:"host"`
+	PID     int             `json:"pid"`
+	Version string          `json:"version"`
+	Listen  string          `json:"listen"`
+	Started time.Time       `json:"started"`
+	Seen    time.Time       `json:"seen"`
+	Servers json.RawMessage `json:"servers,omitempty"` // what the replica published
+	Self    bool            `json:"self,omitempty"`
+	Live    bool            `json:"live"`
 }
 
 // InUseError means another live process holds the replica id.
@@ -99,7 +97,7 @@ func (r *Registry) Join(ctx context.Context, version, listen string) error {
 		age := r.now().Sub(time.UnixMilli(seen))
 		alive := age < Stale
 		if alive && host == r.host {
-			alive = processAlive(pid)
+			alive = store.ProcessAlive(pid)
 		}
 		if alive {
 			return &InUseError{ID: r.id, Host: host, PID: pid, Seen: age}
@@ -118,14 +116,6 @@ func (r *Registry) Join(ctx context.Context, version, listen string) error {
 		return fmt.Errorf("join replicas: %w", err)
 	}
 	return nil
-}
-
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Beat refreshes the row with the servers' current states (any JSON).

@@ -159,11 +159,13 @@ func RedactDSN(dsn string) string {
 
 // OpenPostgres connects to the PostgreSQL database of dsn and runs every
 // pending migration. Errors name the database without its password.
-func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
-	return openPostgres(ctx, dsn, LatestVersion)
+// appName, when the DSN sets none, is the connections' application_name
+// (it shows in pg_stat_activity: proxyd names its replica).
+func OpenPostgres(ctx context.Context, dsn string, appName ...string) (*DB, error) {
+	return openPostgres(ctx, dsn, LatestVersion, appName...)
 }
 
-func openPostgres(ctx context.Context, dsn string, target int) (*DB, error) {
+func openPostgres(ctx context.Context, dsn string, target int, appName ...string) (*DB, error) {
 	where := RedactDSN(dsn)
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -173,6 +175,9 @@ func openPostgres(ctx context.Context, dsn string, target int) (*DB, error) {
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if _, set := cfg.RuntimeParams["application_name"]; !set && len(appName) > 0 && appName[0] != "" {
+		cfg.RuntimeParams["application_name"] = appName[0]
 	}
 	sdb := stdlib.OpenDB(*cfg)
 	// A refresh holds a connection across its token request; activity,

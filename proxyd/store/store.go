@@ -7,10 +7,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 )
 
 // Errors Open returns, wrapped in an *OpenError that names the database and the fix.
@@ -180,4 +183,28 @@ func (t *Tx) Lock(ctx context.Context, space LockSpace, key string) error {
 		return fmt.Errorf("lock %s: %w", key, err)
 	}
 	return nil
+}
+
+// ProcessAlive reports whether process pid exists on this host (a lease
+// or replica row of a dead process can be taken over at once).
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	// A killed process nobody has reaped yet (a zombie) still answers
+	// signal 0; where /proc shows its state, it is dead.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		switch b[i+2] {
+		case 'Z', 'X', 'x':
+			return false
+		}
+	}
+	return true
 }

@@ -375,3 +375,25 @@ func (t *Telemetry) attrSets(server, tool, class, version string) *setPair {
 	v, _ := t.sets.LoadOrStore(k, p)
 	return v.(*setPair)
 }
+
+// WithTraceMeta is the JSON object meta (a client's params._meta, or
+// empty) with fields (this call's trace context) set over any the client
+// sent: the upstream continues proxyd's span, not the client's.
+func WithTraceMeta(meta json.RawMessage, fields map[string]string) json.RawMessage {
+	if len(fields) == 0 {
+		return meta
+	}
+	obj := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(meta)) > 0 && json.Unmarshal(meta, &obj) != nil {
+		return meta // not an object: leave it as the client sent it
+	}
+	for k, v := range fields {
+		b, _ := json.Marshal(v)
+		obj[k] = b
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return meta
+	}
+	return out
+}

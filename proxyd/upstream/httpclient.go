@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/certpool"
 	"github.com/mcpx-dev/mcpx/internal/httppolicy"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -38,7 +38,7 @@ func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
 		}
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	var rt http.RoundTripper = limitTransport{next: retryAfterTransport{next: base}, max: s.ResponseLimit()}
+	var rt http.RoundTripper = standardHeaders{next: limitTransport{next: retryAfterTransport{next: base}, max: s.ResponseLimit()}}
 	for i := len(wrappers) - 1; i >= 0; i-- {
 		rt = wrappers[i](s.Name, rt)
 	}
@@ -47,16 +47,9 @@ func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
 
 // certPool is the system pool plus the configured CA file.
 func certPool(file string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	pem, err := os.ReadFile(file)
+	pool, err := certpool.Load(file)
 	if err != nil {
-		return nil, fmt.Errorf("reading tls.ca_file: %w", err)
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", file)
+		return nil, fmt.Errorf("tls.ca_file: %w", err)
 	}
 	return pool, nil
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"reflect"
@@ -22,6 +23,9 @@ type Options struct {
 	// OnChange is called (from any goroutine) when a server's state or
 	// lists change.
 	OnChange func(server string)
+	// OnNotification receives the upstream notifications that belong to no
+	// relayed call (resources/updated, log messages outside a call).
+	OnNotification func(server, method string, params json.RawMessage)
 	// Stderr receives a stdio child's stderr.
 	Stderr func(server string) io.Writer
 	Now    func() time.Time
@@ -64,6 +68,12 @@ func (o *Options) now() time.Time {
 func (o *Options) changed(server string) {
 	if o.OnChange != nil {
 		o.OnChange(server)
+	}
+}
+
+func (o *Options) notify(server, method string, params json.RawMessage) {
+	if o.OnNotification != nil {
+		o.OnNotification(server, method, params)
 	}
 }
 

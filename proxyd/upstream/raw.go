@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -22,15 +24,7 @@ var rawIDs atomic.Int64
 
 // RPCError is a JSON-RPC error answered by the upstream, code kept (mcp-go
 // turns non-standard codes into plain text).
-type RPCError struct {
-	Code    int
-	Message string
-	Data    json.RawMessage
-}
-
-func (e *RPCError) Error() string {
-	return fmt.Sprintf("upstream answered JSON-RPC error %d: %s", e.Code, e.Message)
-}
+type RPCError = relay.RPCError
 
 // The standard headers, in canonical form.
 var (
@@ -41,16 +35,31 @@ var (
 // wire is what every request on one connection carries besides its own
 // params: the negotiated protocol version and, in the modern era, the
 // _meta the library adds to every request (protocol version, client
-// capabilities, client info), encoded once per connection.
+// capabilities, client info), encoded once per connection, and its parts
+// for relayed requests, which carry the client's capabilities instead.
 type wire struct {
 	version string
 	meta    json.RawMessage
+
+	versionJSON, caps, info json.RawMessage
 }
+
+func (w wire) modern() bool { return w.meta != nil }
 
 func newWire(cl *client.Client, version string, info mcp.Implementation) (wire, error) {
 	w := wire{version: version}
 	if !mcp.IsModernProtocol(version) {
 		return w, nil
+	}
+	var err error
+	if w.versionJSON, err = json.Marshal(version); err != nil {
+		return w, fmt.Errorf("encoding request _meta: %w", err)
+	}
+	if w.caps, err = json.Marshal(cl.GetClientCapabilities()); err != nil {
+		return w, fmt.Errorf("encoding request _meta: %w", err)
+	}
+	if w.info, err = json.Marshal(info); err != nil {
+		return w, fmt.Errorf("encoding request _meta: %w", err)
 	}
 	meta, err := json.Marshal(map[string]any{
 		mcp.MetaKeyProtocolVersion:    version,
@@ -122,8 +131,8 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 	return append(out, '}')
 }
 
-// callParams encodes the params of a tools/call.
-func callParams(name string, args json.RawMessage) (json.RawMessage, error) {
+// CallParams encodes the params of a tools/call.
+func CallParams(name string, args json.RawMessage) (json.RawMessage, error) {
 	n, err := json.Marshal(name)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the tool name: %w", err)

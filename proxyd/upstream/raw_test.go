@@ -51,7 +51,7 @@ func TestCallParams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := callParams(tt.tool, json.RawMessage(tt.args))
+			got, err := CallParams(tt.tool, json.RawMessage(tt.args))
 			if err != nil || string(got) != tt.want || !json.Valid(got) {
 				t.Fatalf("callParams = %s, %v; want %s", got, err, tt.want)
 			}
@@ -63,7 +63,7 @@ func TestCallParams(t *testing.T) {
 // library would set for the same request.
 func TestStandardHeadersMatchLibrary(t *testing.T) {
 	for _, name := range []string{"echo", "tool with spaces", "ünïcode", ""} {
-		params, _ := callParams(name, json.RawMessage(`{"a":1}`))
+		params, _ := CallParams(name, json.RawMessage(`{"a":1}`))
 		want := mcp.StandardHeaders(mcp.LATEST_PROTOCOL_VERSION, mcp.MethodToolsCall, params)
 		got := map[string]string{mcp.HeaderMethod: string(mcp.MethodToolsCall)}
 		if v, ok := mcp.EncodeHeaderValue(name); ok {

@@ -1,24 +1,17 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
-	"sync"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
-	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -103,124 +96,6 @@ func WithCallInfo(ctx context.Context) (context.Context, *CallInfo) {
 func CallInfoFrom(ctx context.Context) *CallInfo {
 	info, _ := ctx.Value(callInfoKey{}).(*CallInfo)
 	return info
-}
-
-// attemptTrace is what the session layer of the HTTP chain saw for one
-// attempt of a call (the last HTTP request it made).
-type attemptTrace struct {
-	mu        sync.Mutex
-	sent      bool
-	session   string // the session id the request carried
-	status    int
-	deviation bool
-}
-
-func (t *attemptTrace) snapshot() (sent bool, session string, status int, deviation bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.sent, t.session, t.status, t.deviation
-}
-
-type traceKey struct{}
-
-func withTrace(ctx context.Context) (context.Context, *attemptTrace) {
-	t := &attemptTrace{}
-	return context.WithValue(ctx, traceKey{}, t), t
-}
-
-// staleKey marks the re-initialisation's requests with the stale session
-// id, which the session layer strips: mcp-go keeps an id the server
-// answered 400 for, and such a server refuses an initialize that carries it.
-type staleKey struct{}
-
-// forgedSession makes the session layer present an id the server does not
-// know in place of a live one (the session drill against servers that do
-// not accept DELETE).
-type forgedSession struct {
-	real, fake string
-}
-
-// sessionTransport is the innermost layer of an HTTP upstream's chain:
-// it traces each call attempt (sent, session id, status, the 400
-// deviation), strips a stale id from a re-initialisation, and presents a
-// forged id during the session drill.
-type sessionTransport struct {
-	next http.RoundTripper
-	conn *Conn
-}
-
-func (t *sessionTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
-	stale, _ := ctx.Value(staleKey{}).(string)
-	if stale == "" {
-		// The barrier is enforced here, where the session id is fixed (a
-		// large request takes a while to encode, so a check before the
-		// library would leave a gap). The re-initialisation's own requests
-		// carry staleKey.
-		if err := t.conn.waitBarrier(ctx); err != nil {
-			return nil, err
-		}
-	}
-	id := req.Header.Get(sessionHeader)
-	if stale != "" && id == stale {
-		req = req.Clone(ctx)
-		req.Header.Del(sessionHeader)
-		id = ""
-	} else if f := t.conn.forged.Load(); f != nil && id != "" && id == f.real {
-		req = req.Clone(ctx)
-		req.Header.Set(sessionHeader, f.fake)
-	}
-	tr, _ := ctx.Value(traceKey{}).(*attemptTrace)
-	if tr == nil {
-		return t.next.RoundTrip(req)
-	}
-	tr.mu.Lock()
-	tr.sent, tr.session, tr.status, tr.deviation = true, id, 0, false
-	tr.mu.Unlock()
-	resp, err := t.next.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	deviation := false
-	switch {
-	case resp.Body == nil || id == "":
-	case resp.StatusCode == http.StatusBadRequest:
-		deviation = peekDeviation(resp)
-	case resp.StatusCode == http.StatusNotFound:
-		// mcp-go closes a 404 unread, which costs the connection; read
-		// the (short) body first so a burst of lost-session replies does
-		// not turn into a burst of new connections for the retries.
-		_, _ = peekBody(resp)
-	}
-	tr.mu.Lock()
-	tr.status, tr.deviation = resp.StatusCode, deviation
-	tr.mu.Unlock()
-	return resp, nil
-}
-
-// peekDeviation reports whether a 400 body is the "No valid session ID"
-// JSON-RPC error, leaving the body unchanged for the reader.
-func peekDeviation(resp *http.Response) bool {
-	head, ok := peekBody(resp)
-	if !ok {
-		return false
-	}
-	var msg struct {
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(head), &msg) != nil || msg.Error == nil {
-		return false
-	}
-	return strings.TrimSpace(msg.Error.Message) == deviationMessage
-}
-
-// peekBody reads up to deviationPeek bytes of the body and puts them back
-// in front of the rest; ok means that was the whole body.
-func peekBody(resp *http.Response) (head []byte, ok bool) {
-	head, err := callerr.PeekBody(resp, deviationPeek)
-	return head, err == nil && len(head) <= deviationPeek
 }
 
 // sessionful reports whether the connection has sessions that can be lost:
@@ -445,6 +320,8 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
 	c.mu.Unlock()
 	n := c.reinits.Add(1)
+	go c.reapplyLevel()
+	go c.resubscribe()
 	toolsChanged = !sameTools(oldTools, lists.tools)
 	c.opts.logger().Info("upstream session re-established", "server", c.name,
 		"old_session", prefix(stale), "new_session", prefix(newID), "reinits", n, "tools_changed", toolsChanged)
@@ -534,94 +411,4 @@ func (c *Conn) callRule(before Tool, known bool) retryRule {
 		}
 		return ""
 	}
-}
-
-// Ping sends ping (retried once after a re-established session).
-func (c *Conn) Ping(ctx context.Context) error {
-	return c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
-		return cl.Ping(ctx)
-	})
-}
-
-// ListTools lists the server's tools now (retried once after a
-// re-established session) and makes the result the tool baseline.
-func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
-	var tools []Tool
-	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
-		c.mu.RLock()
-		w := c.wire
-		c.mu.RUnlock()
-		var err error
-		tools, err = listToolsRaw(ctx, cl, w)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	tools = c.usable(tools)
-	c.mu.Lock()
-	changed := !sameTools(c.tools, tools)
-	c.tools = tools
-	c.mu.Unlock()
-	if changed {
-		c.opts.changed(c.name)
-	}
-	return tools, nil
-}
-
-// SessionEnd says how EndSession ended the session.
-const (
-	EndedByDelete  = "delete"
-	EndedByUnknown = "unknown_session_id"
-)
-
-// EndSession makes the upstream session unusable, as a server restart
-// would, for the session drill: an HTTP DELETE of the session when the
-// server accepts it, otherwise proxyd presents a session id the server does
-// not know until the session is re-established. It reports which.
-func (c *Conn) EndSession(ctx context.Context) (string, error) {
-	if ok, why := c.Sessionful(); !ok {
-		return "", errors.New(why)
-	}
-	if err := c.waitBarrier(ctx); err != nil {
-		return "", err
-	}
-	c.mu.RLock()
-	sid, hc, version := c.sid, c.hc, c.version
-	c.mu.RUnlock()
-	if hc == nil {
-		return "", errors.New("no HTTP client for this server")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.cfg.URL, nil)
-	if err != nil {
-		return "", fmt.Errorf("building DELETE: %w", err)
-	}
-	for k, v := range c.cfg.Headers {
-		req.Header.Set(k, v)
-	}
-	req.Header.Set(sessionHeader, sid)
-	if version != "" {
-		req.Header.Set("Mcp-Protocol-Version", version)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("DELETE of the session: %w", err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		c.opts.logger().Info("upstream session ended by DELETE", "server", c.name, "session", prefix(sid))
-		return EndedByDelete, nil
-	case resp.StatusCode == http.StatusNotFound:
-		// The server no longer knew the session: it is as good as ended.
-		c.opts.logger().Info("upstream answered DELETE with 404: the session was already gone", "server", c.name, "session", prefix(sid))
-		return EndedByDelete, nil
-	}
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	c.forged.Store(&forgedSession{real: sid, fake: "mcpx-unknown-" + hex.EncodeToString(b[:])})
-	c.opts.logger().Info("upstream refused DELETE; presenting an unknown session id", "server", c.name,
-		"session", prefix(sid), "status", resp.StatusCode)
-	return EndedByUnknown, nil
 }

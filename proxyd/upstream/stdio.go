@@ -64,18 +64,21 @@ func (ch *child) explain(err error) error {
 		return err
 	}
 
-	tail := strings.TrimSpace(string(ch.stderr))
-	if i := strings.LastIndexByte(tail, '\n'); i >= 0 && len(tail)-i < 400 {
-		tail = tail[i+1:]
+	// The cause goes last, where people and 'mcpx status' look for it:
+	// how the child ended and its last stderr lines (up to 3, 300 bytes).
+	lines := strings.Split(strings.TrimSpace(string(ch.stderr)), "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
 	}
+	tail := strings.TrimSpace(strings.Join(lines, "\n"))
 	if len(tail) > 300 {
 		tail = tail[len(tail)-300:]
 	}
 	msg := fmt.Sprintf("stdio server %q %s before answering", ch.cmd.Path, ch.cmd.ProcessState.String())
 	if tail != "" {
-		msg += fmt.Sprintf(" (last stderr: %s)", tail)
+		msg += "; last stderr: " + tail
 	}
-	return fmt.Errorf("%s: %w", msg, err)
+	return fmt.Errorf("%w: %s", err, msg)
 }
 
 type writerFunc func([]byte) (int, error)

@@ -1,0 +1,329 @@
+package commands
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+)
+
+// elicitation is an elicitation/create request of an upstream, as much as
+// mcpx call needs to answer it.
+type elicitation struct {
+	Message         string          `json:"message"`
+	Mode            string          `json:"mode"`
+	URL             string          `json:"url"`
+	RequestedSchema json.RawMessage `json:"requestedSchema"`
+}
+
+// field is one property of the requested schema.
+type field struct {
+	name        string
+	Type        string          `json:"type"`
+	Title       string          `json:"title"`
+	Description string          `json:"description"`
+	Format      string          `json:"format"`
+	Default     json.RawMessage `json:"default"`
+	Enum        []string        `json:"enum"`
+	OneOf       []choice        `json:"oneOf"`
+	Items       *struct {
+		Enum  []string `json:"enum"`
+		AnyOf []choice `json:"anyOf"`
+	} `json:"items"`
+	required bool
+}
+
+type choice struct {
+	Const string `json:"const"`
+	Title string `json:"title"`
+}
+
+// fields lists the schema's properties in the order the server gave them.
+func (e elicitation) fields() []field {
+	var required struct {
+		Required []string `json:"required"`
+	}
+	_ = json.Unmarshal(e.RequestedSchema, &required)
+	props, _ := relay.Member(e.RequestedSchema, "properties")
+	var out []field
+	relay.EachValue(props, func(k, v []byte) {
+		key := string(k)
+		var f field
+		if json.Unmarshal(v, &f) != nil {
+			return
+		}
+		f.name = key
+		for _, r := range required.Required {
+			if r == key {
+				f.required = true
+			}
+		}
+		out = append(out, f)
+	})
+	return out
+}
+
+// choices are the values a field takes from a list, with labels.
+func (f field) choices() (values, labels []string) {
+	switch {
+	case len(f.Enum) > 0:
+		return f.Enum, f.Enum
+	case len(f.OneOf) > 0:
+		for _, c := range f.OneOf {
+			values, labels = append(values, c.Const), append(labels, c.Title)
+		}
+	case f.Items != nil && len(f.Items.Enum) > 0:
+		return f.Items.Enum, f.Items.Enum
+	case f.Items != nil:
+		for _, c := range f.Items.AnyOf {
+			values, labels = append(values, c.Const), append(labels, c.Title)
+		}
+	}
+	return values, labels
+}
+
+// elicitAnswerer answers elicitation requests for mcpx call: by the
+// --elicit policy, or by asking the person at the terminal.
+type elicitAnswerer struct {
+	policy      string // "", decline, cancel, defaults or @FILE
+	interactive bool
+	in          *bufio.Reader
+	out         io.Writer // prompts and notes (stderr)
+}
+
+func action(a string) json.RawMessage { return json.RawMessage(`{"action":"` + a + `"}`) }
+
+func accept(content map[string]json.RawMessage) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"action": "accept", "content": content})
+	return b
+}
+
+// answer returns the result for an elicitation/create with params.
+func (a *elicitAnswerer) answer(params json.RawMessage) (json.RawMessage, error) {
+	var e elicitation
+	if err := json.Unmarshal(params, &e); err != nil {
+		return nil, fmt.Errorf("reading the elicitation request: %w", err)
+	}
+	fmt.Fprintf(a.out, "The server asks: %s\n", redact.Control(e.Message))
+	if e.Mode == "url" {
+		fmt.Fprintf(a.out, "  at %s\n", redact.Control(e.URL))
+	}
+	switch {
+	case a.policy == "decline" || a.policy == "cancel":
+		fmt.Fprintf(a.out, "  answered %s (--elicit %s)\n", a.policy, a.policy)
+		return action(a.policy), nil
+	case strings.HasPrefix(a.policy, "@"):
+		return a.fromFile(strings.TrimPrefix(a.policy, "@"))
+	case a.policy == "defaults":
+		return a.defaults(e), nil
+	case a.interactive:
+		return a.ask(e)
+	}
+	fmt.Fprintf(a.out, "  answered cancel: nobody at a terminal to ask (answer with --elicit decline|cancel|defaults|@FILE)\n")
+	return action("cancel"), nil
+}
+
+func (a *elicitAnswerer) fromFile(path string) (json.RawMessage, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--elicit @%s: %w", path, err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("--elicit @%s is not a JSON object: %v", path, err)
+	}
+	if _, ok := m["action"]; ok {
+		fmt.Fprintf(a.out, "  answered from %s\n", path)
+		return b, nil
+	}
+	fmt.Fprintf(a.out, "  answered accept with the content of %s\n", path)
+	return accept(m), nil
+}
+
+// defaults accepts with the schema's defaults, or cancels when a required
+// field has none.
+func (a *elicitAnswerer) defaults(e elicitation) json.RawMessage {
+	if e.Mode == "url" {
+		fmt.Fprintf(a.out, "  answered cancel: a URL has no defaults (--elicit defaults)\n")
+		return action("cancel")
+	}
+	content := map[string]json.RawMessage{}
+	for _, f := range e.fields() {
+		switch {
+		case len(f.Default) > 0:
+			content[f.name] = f.Default
+		case f.required:
+			fmt.Fprintf(a.out, "  answered cancel: the required field %q has no default (--elicit defaults)\n", f.name)
+			return action("cancel")
+		}
+	}
+	fmt.Fprintf(a.out, "  answered accept with the defaults (--elicit defaults)\n")
+	return accept(content)
+}
+
+// ask asks the person at the terminal, field by field.
+func (a *elicitAnswerer) ask(e elicitation) (json.RawMessage, error) {
+	if e.Mode == "url" {
+		line, err := a.prompt("Open the URL; press Enter when done, or type d to decline, c to cancel: ")
+		if err != nil {
+			return action("cancel"), nil
+		}
+		return a.verdict(line, "accept"), nil
+	}
+	line, err := a.prompt("Answer? [Y]es, [d]ecline, [c]ancel: ")
+	if err != nil {
+		return action("cancel"), nil
+	}
+	if v := a.verdict(line, "accept"); string(v) != string(action("accept")) {
+		return v, nil
+	}
+	content := map[string]json.RawMessage{}
+	for _, f := range e.fields() {
+		v, err := a.askField(f)
+		if err != nil {
+			return action("cancel"), nil
+		}
+		if v != nil {
+			content[f.name] = v
+		}
+	}
+	return accept(content), nil
+}
+
+// verdict reads a y/d/c answer ("" is def).
+func (a *elicitAnswerer) verdict(line, def string) json.RawMessage {
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "d", "decline", "n", "no":
+		return action("decline")
+	case "c", "cancel":
+		return action("cancel")
+	case "", "y", "yes", "a", "accept":
+		return action(def)
+	}
+	return action("cancel")
+}
+
+func (a *elicitAnswerer) prompt(text string) (string, error) {
+	fmt.Fprint(a.out, text)
+	line, err := a.in.ReadString('\n')
+	if err != nil && line == "" {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// askField asks for one field until the answer fits (or, for an optional
+// field, is left empty); nil leaves the field out.
+func (a *elicitAnswerer) askField(f field) (json.RawMessage, error) {
+	label := f.name
+	if f.Title != "" {
+		label = f.Title + " (" + f.name + ")"
+	}
+	fmt.Fprintf(a.out, "%s", redact.Control(label))
+	if f.Description != "" {
+		fmt.Fprintf(a.out, ": %s", redact.Control(f.Description))
+	}
+	fmt.Fprintln(a.out)
+	values, labels := f.choices()
+	for i, l := range labels {
+		fmt.Fprintf(a.out, "  %d) %s\n", i+1, redact.Control(l))
+	}
+	hint := f.Type
+	if f.Format != "" {
+		hint += ", " + f.Format
+	}
+	if f.Type == "array" {
+		hint = "numbers or values, comma-separated"
+	}
+	if f.Type == "boolean" {
+		hint = "y/n"
+	}
+	def := ""
+	if len(f.Default) > 0 {
+		def = " [" + redact.Control(string(f.Default)) + "]"
+	}
+	for tries := 0; tries < 3; tries++ {
+		line, err := a.prompt(fmt.Sprintf("  %s%s: ", hint, def))
+		if err != nil {
+			return nil, err
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			if len(f.Default) > 0 {
+				return f.Default, nil
+			}
+			if !f.required {
+				return nil, nil
+			}
+			fmt.Fprintln(a.out, "  this field is required")
+			continue
+		}
+		if v, ok := parseField(f, values, line); ok {
+			return v, nil
+		}
+		fmt.Fprintf(a.out, "  not a valid %s\n", hint)
+	}
+	return nil, fmt.Errorf("no valid answer for %s", f.name)
+}
+
+// parseField reads an answer for f (values: the choices, if any).
+func parseField(f field, values []string, line string) (json.RawMessage, bool) {
+	pick := func(s string) (string, bool) {
+		s = strings.TrimSpace(s)
+		if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= len(values) {
+			return values[n-1], true
+		}
+		for _, v := range values {
+			if v == s {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	switch {
+	case f.Type == "array":
+		var picked []string
+		for _, part := range strings.Split(line, ",") {
+			v, ok := pick(part)
+			if !ok {
+				return nil, false
+			}
+			picked = append(picked, v)
+		}
+		b, _ := json.Marshal(picked)
+		return b, true
+	case len(values) > 0:
+		v, ok := pick(line)
+		if !ok {
+			return nil, false
+		}
+		b, _ := json.Marshal(v)
+		return b, true
+	case f.Type == "boolean":
+		switch strings.ToLower(line) {
+		case "y", "yes", "true":
+			return json.RawMessage("true"), true
+		case "n", "no", "false":
+			return json.RawMessage("false"), true
+		}
+		return nil, false
+	case f.Type == "integer":
+		if _, err := strconv.ParseInt(line, 10, 64); err != nil {
+			return nil, false
+		}
+		return json.RawMessage(line), true
+	case f.Type == "number":
+		if _, err := strconv.ParseFloat(line, 64); err != nil {
+			return nil, false
+		}
+		return json.RawMessage(line), true
+	}
+	b, _ := json.Marshal(line)
+	return b, true
+}

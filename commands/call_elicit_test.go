@@ -1,0 +1,80 @@
+package commands
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+)
+
+// schema is a requested schema like server-everything's, trimmed.
+const elicitParams = `{"message":"Please provide inputs","requestedSchema":{"type":"object","properties":{
+	"name":{"title":"String","type":"string","description":"Your full, legal name"},
+	"check":{"type":"boolean"},
+	"integer":{"type":"integer","default":42},
+	"friend":{"type":"string","enum":["Monica","Rachel","Joey"],"default":"Monica"},
+	"hero":{"type":"string","oneOf":[{"const":"hero-1","title":"Superman"},{"const":"hero-2","title":"Green Lantern"}]},
+	"fish":{"type":"array","items":{"anyOf":[{"const":"fish-1","title":"Tuna"},{"const":"fish-2","title":"Salmon"}]}}
+	},"required":["name"]}}`
+
+func TestElicitAnswers(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a.json")
+	if err := os.WriteFile(file, []byte(`{"name":"Ada"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, policy, typed string
+		interactive         bool
+		want                string
+	}{
+		{"decline", "decline", "", false, `{"action":"decline"}`},
+		{"cancel", "cancel", "", false, `{"action":"cancel"}`},
+		{"file content", "@" + file, "", false, `{"action":"accept","content":{"name":"Ada"}}`},
+		{"defaults miss a required field", "defaults", "", false, `{"action":"cancel"}`},
+		{"nobody to ask", "", "", false, `{"action":"cancel"}`},
+		{"typed per field", "", "y\nGrace\nmaybe\nn\n\n2\n1\n1,2\n", true,
+			`{"action":"accept","content":{"check":false,"fish":["fish-1","fish-2"],"friend":"Rachel","hero":"hero-1","integer":42,"name":"Grace"}}`},
+		{"required field retried", "", "\n\nAda\n\n\n\n\n\n", true,
+			`{"action":"accept","content":{"friend":"Monica","integer":42,"name":"Ada"}}`},
+		{"declined at the terminal", "", "d\n", true, `{"action":"decline"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &elicitAnswerer{policy: tt.policy, interactive: tt.interactive, in: bufio.NewReader(strings.NewReader(tt.typed)), out: io.Discard}
+			got, err := a.answer(json.RawMessage(elicitParams))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g, w any
+			_ = json.Unmarshal(got, &g)
+			_ = json.Unmarshal([]byte(tt.want), &w)
+			gb, _ := json.Marshal(g)
+			wb, _ := json.Marshal(w)
+			if string(gb) != string(wb) {
+				t.Errorf("answer %s, want %s", gb, wb)
+			}
+		})
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	total := 4.0
+	tests := []struct {
+		p    api.ProgressEvent
+		want string
+	}{
+		{api.ProgressEvent{Progress: 1, Total: &total, Message: "step"}, "[#···] 1/4 step"},
+		{api.ProgressEvent{Progress: 4, Total: &total}, "[####] 4/4"},
+		{api.ProgressEvent{Progress: 2.5}, "[····] 2.5"},
+	}
+	for _, tt := range tests {
+		if got := progressBar(&tt.p, 4); got != tt.want {
+			t.Errorf("progressBar(%+v) = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+}

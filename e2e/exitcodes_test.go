@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+)
+
+// exitCase is one command line and the exit code the README's table
+// promises for it.
+type exitCase struct {
+	args []string
+	want int
+	// stderr, when set, must appear in the error output.
+	stderr string
+}
+
+func runExitCases(t *testing.T, e *env, situation string, cases []exitCase) {
+	t.Helper()
+	for _, c := range cases {
+		r := e.run(c.args...)
+		if r.code != c.want {
+			t.Errorf("%s: want exit %d\n%s", situation, c.want, r)
+			continue
+		}
+		if c.stderr != "" && !strings.Contains(r.stderr, c.stderr) {
+			t.Errorf("%s: stderr lacks %q\n%s", situation, c.stderr, r)
+		}
+	}
+}
+
+// TestExitCodeTable drives every command through each situation of the
+// exit-code table (README "Exit codes", 'mcpx help exit-codes') against a
+// real proxyd: a ready fixture, a server that cannot connect, and none.
+func TestExitCodeTable(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	broken := "http://" + freeAddr(t) + "/mcp" // nothing listens there
+	config := fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fixture\n    url: %s\n  - name: broken\n    url: %s\n", fx.URL(), broken)
+
+	// Without proxyd: every command that needs it exits 3.
+	down := newEnv(t)
+	down.writeConfig(config)
+	runExitCases(t, down, "proxyd not running", []exitCase{
+		{args: []string{"status"}, want: 3, stderr: "mcpx up"},
+		{args: []string{"reload"}, want: 3},
+		{args: []string{"tools"}, want: 3},
+		{args: []string{"call", "fixture", "echo", "text=x"}, want: 3},
+		{args: []string{"drill", "session", "fixture"}, want: 3},
+		{args: []string{"drill", "refresh", "fixture"}, want: 3},
+		{args: []string{"login", "fixture"}, want: 3},
+		{args: []string{"logout", "fixture"}, want: 3},
+		{args: []string{"connect-info"}, want: 3},
+		{args: []string{"activity", "follow"}, want: 3},
+		// No record to read either (proxyd never ran here).
+		{args: []string{"activity"}, want: 3, stderr: "record cannot be read"},
+		{args: []string{"health"}, want: 3},
+		{args: []string{"auth", "status"}, want: 3},
+	})
+
+	e := newEnv(t)
+	e.writeConfig(config)
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	e.waitServer("broken", api.StateError)
+
+	argsFile := filepath.Join(e.dir, "args.json")
+	if err := os.WriteFile(argsFile, []byte(`{"a": 40, "b": 2}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runExitCases(t, e, "success", []exitCase{
+		{args: []string{"call", "fixture", "add", "@" + argsFile}, want: 0},
+		{args: []string{"status"}, want: 0},
+		{args: []string{"tools", "fixture"}, want: 0},
+		{args: []string{"call", "fixture", "echo", "text=x"}, want: 0},
+		{args: []string{"health", "fixture"}, want: 0},
+		{args: []string{"help", "exit-codes"}, want: 0},
+		{args: []string{"completion"}, want: 0},
+	})
+
+	// One code for "no such server" (and tool), with a did-you-mean.
+	runExitCases(t, e, "no such server", []exitCase{
+		{args: []string{"tools", "fixtur"}, want: 8, stderr: `did you mean "fixture"?`},
+		{args: []string{"call", "fixtur", "echo", "text=x"}, want: 8, stderr: `did you mean "fixture"?`},
+		{args: []string{"health", "nope"}, want: 8},
+		{args: []string{"login", "nope"}, want: 8},
+		{args: []string{"logout", "nope"}, want: 8},
+		{args: []string{"drill", "session", "nope"}, want: 8},
+		{args: []string{"drill", "refresh", "nope"}, want: 8},
+		{args: []string{"servers", "remove", "fixtur"}, want: 8, stderr: `did you mean "fixture"?`},
+		{args: []string{"probe", "nope"}, want: 8},
+		{args: []string{"call", "fixture", "ech", "text=x"}, want: 8, stderr: `did you mean "echo"?`},
+		{args: []string{"activity", "show", "999999"}, want: 8},
+	})
+
+	runExitCases(t, e, "usage", []exitCase{
+		{args: []string{"statsu"}, want: 2, stderr: `did you mean "status"?`},
+		{args: []string{"drill", "sesion", "fixture"}, want: 2, stderr: `did you mean "session"?`},
+		{args: []string{"tools", "--outptu", "json"}, want: 2, stderr: "unknown flag --outptu"},
+		{args: []string{"tools", "--outptu", "json"}, want: 2, stderr: "did you mean --output?"},
+		{args: []string{"status", "--bogus"}, want: 2},
+		{args: []string{"reload", "--bogus"}, want: 2},
+		{args: []string{"health", "-o", "xml"}, want: 2},
+		{args: []string{"call", "fixture", "echo", "notkv"}, want: 2},
+		{args: []string{"call", "fixture", "add", "a=1", "a=2"}, want: 2, stderr: `argument "a" is given twice`},
+		{args: []string{"call", "fixture", "add", "a=x", "b=2"}, want: 2, stderr: "a: got string, want number"},
+		{args: []string{"call", "fixture", "add", "b=2"}, want: 2, stderr: "error_class=proxy_policy fault_domain=client"},
+		{args: []string{"call", "fixture", "add", "@" + e.dir + "/missing.json"}, want: 2},
+		{args: []string{"servers", "add", "b@d", "https://example.test/mcp"}, want: 2},
+		{args: []string{"servers", "add", "fixture", fx.URL()}, want: 2, stderr: "already exists"},
+		{args: []string{"servers", "add", "ftp", "ftp://example.test/mcp"}, want: 2},
+		{args: []string{"servers", "add", "noscheme", "example.test/mcp"}, want: 2, stderr: "no scheme"},
+		{args: []string{"drill", "session", "fixture", "--calls", "0"}, want: 2},
+		{args: []string{"completion", "tcsh"}, want: 2},
+	})
+
+	runExitCases(t, e, "the upstream failed", []exitCase{
+		{args: []string{"call", "broken", "echo", "text=x"}, want: 4},
+	})
+	runExitCases(t, e, "not signed in", []exitCase{
+		{args: []string{"drill", "refresh", "broken"}, want: 6, stderr: "mcpx login broken"},
+	})
+	runExitCases(t, e, "drill cannot run / unhealthy", []exitCase{
+		{args: []string{"drill", "session", "broken"}, want: 9, stderr: "cannot run"},
+		{args: []string{"health", "broken"}, want: 9},
+		{args: []string{"health"}, want: 9},
+	})
+
+	// A ready server whose calls all fail is unhealthy too.
+	id, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Status: 502})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 7 {
+		if r := e.run("call", "fixture", "echo", "text=x"); r.code != 4 {
+			t.Fatalf("a call answered 502: want exit 4\n%s", r)
+		}
+	}
+	fx.RemoveFault(id)
+	runExitCases(t, e, "7 of 7 calls failed", []exitCase{
+		{args: []string{"health", "fixture"}, want: 9, stderr: "fixture is degraded"},
+	})
+	// A timeout names the flag that set it.
+	if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 3000, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	runExitCases(t, e, "timeout", []exitCase{
+		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "300ms"}, want: 4, stderr: "after --timeout 300ms"},
+	})
+
+	// An invalid config file: reload keeps the running one and exits 7.
+	e.writeConfig("servers: [\n")
+	runExitCases(t, e, "invalid config", []exitCase{
+		{args: []string{"reload"}, want: 7},
+	})
+	e.writeConfig(config)
+}
+
+// TestCallArgumentsFromStdin: '-' reads the JSON arguments from stdin.
+func TestCallArgumentsFromStdin(t *testing.T) {
+	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
+	cmd := exec.Command(mcpxBin, append(e.globals(), "call", "fixture", "add", "-")...)
+	cmd.Env = e.environ()
+	cmd.Stdin = strings.NewReader(`{"a": 40, "b": 2}`)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "42") {
+		t.Fatalf("mcpx call fixture add - (stdin {a:40,b:2}): %v\n%s", err, out)
+	}
+}
+
+// TestStatusServer: 'mcpx status SERVER' shows the whole cause (a stdio
+// child's stderr), the next step, and exits 9 for a server in error; the
+// table keeps the cause and never cuts it mid-word.
+func TestStatusServer(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf(`listen: 127.0.0.1:0
+servers:
+  - name: fixture
+    url: %s
+  - name: crashy
+    command: sh
+    args: ["-c", "echo 'starting crashy' >&2; echo 'fatal: the API key in CRASHY_KEY is missing, set it and retry' >&2; exit 1"]
+`, fx.URL()))
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	e.waitServer("crashy", api.StateError)
+
+	r := e.run("status", "crashy")
+	if r.code != 9 {
+		t.Fatalf("status of a server in error: want exit 9\n%s", r)
+	}
+	for _, want := range []string{"state:", "error since", "fatal: the API key in CRASHY_KEY is missing, set it and retry", "next:", "check the command"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status crashy lacks %q\n%s", want, r)
+		}
+	}
+	r = e.run("describe", "fixture")
+	if r.code != 0 || !strings.Contains(r.stdout, "mcpx tools fixture") || !strings.Contains(r.stdout, " tools, ") {
+		t.Errorf("describe fixture: want exit 0 with the tools and the next step\n%s", r)
+	}
+	var one api.ServerStatus
+	e.runJSON(0, &one, "status", "fixture")
+	if one.Name != "fixture" || one.State != api.StateReady {
+		t.Errorf("status fixture -o json: %+v", one)
+	}
+	if r := e.run("status", "fixtur"); r.code != 8 || !strings.Contains(r.stderr, `did you mean "fixture"?`) {
+		t.Errorf("status of an unknown server: want exit 8 with a did-you-mean\n%s", r)
+	}
+	// The table row keeps the end of the error whole.
+	r = e.mustRun("status")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.HasPrefix(line, "crashy") && !strings.Contains(line, "set it and retry") && !strings.HasSuffix(strings.Fields(line)[len(strings.Fields(line))-1], "…") {
+			t.Errorf("the status table cut the cause: %q", line)
+		}
+	}
+}
+
+// TestUpShowsThisStartOnly: 'mcpx up' of a bad config exits 7 and shows
+// what this start logged, not earlier lines of the log.
+func TestUpShowsThisStartOnly(t *testing.T) {
+	e := newEnv(t)
+	if err := os.MkdirAll(e.StateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := "level=ERROR msg=OLD-LINE-FROM-AN-EARLIER-START\n"
+	if err := os.WriteFile(filepath.Join(e.StateDir, "proxyd.log"), []byte(strings.Repeat(old, 10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.writeConfig("servers:\n  - name: x\n    urll: https://example.test/mcp\n")
+	r := e.run("up")
+	if r.code != 7 || strings.Contains(r.stderr, "OLD-LINE") || !strings.Contains(r.stderr, "urll") {
+		t.Errorf("up with a bad config: want exit 7 naming this start's error only\n%s", r)
+	}
+}

@@ -1,0 +1,80 @@
+package proxyd
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+)
+
+func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
+	var req api.CallRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Tool == "" {
+		return badRequest("tool is required")
+	}
+	if _, isServer := d.mgr.Get(req.Tool); req.Server == "" && isServer {
+		if _, exposed := d.naming().Tools[req.Tool]; !exposed {
+			return badRequest("%q is a server: name one of its tools too (see 'mcpx tools %s')", req.Tool, req.Tool)
+		}
+	}
+	req.Server, req.Tool = d.resolveTool(req.Server, req.Tool)
+	ctx := r.Context()
+	if req.TimeoutMS > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
+		defer cancel()
+	} else if c, ok := d.mgr.Get(req.Server); ok {
+		var cancel context.CancelFunc
+		cfg := c.Config()
+		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
+		defer cancel()
+	}
+	if req.CheckSchema {
+		ctx = withSchemaCheck(ctx)
+	}
+	if req.Stream {
+		return d.streamCall(ctx, w, req)
+	}
+	out := d.call(d.tel.Extract(ctx, r.Header), req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
+	return writeJSON(w, d.explainMissing(req, callResponse(req, out)))
+}
+
+// explainMissing marks a failed call whose server or tool does not exist
+// (error.not_found) and adds the nearest name to its message.
+func (d *Daemon) explainMissing(req api.CallRequest, resp api.CallResponse) api.CallResponse {
+	if resp.Error == nil {
+		return resp
+	}
+	if missing, hint := d.callTarget(req.Server, req.Tool); missing != "" {
+		resp.Error.NotFound = missing
+		resp.Error.Message += hint
+	}
+	return resp
+}
+
+// callTarget says what of a call's target does not exist ("server",
+// "tool" or "") and the did-you-mean hint for it. A tool is only known
+// missing once its server is ready and has listed its tools.
+func (d *Daemon) callTarget(srv, tool string) (missing, hint string) {
+	if srv == "" {
+		var names []string
+		for name := range d.naming().Tools {
+			names = append(names, name)
+		}
+		return "tool", editdistance.DidYouMean(tool, names)
+	}
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return "server", editdistance.DidYouMean(srv, d.serverNames())
+	}
+	if _, known := c.Tool(tool); !known && c.State() == api.StateReady {
+		return "tool", toolHint(c, tool)
+	}
+	return "", ""
+}

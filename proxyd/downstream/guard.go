@@ -1,0 +1,81 @@
+package downstream
+
+import (
+	"context"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+type clientKey struct{}
+
+// Handler is the Streamable HTTP endpoint at /mcp. With a non-empty token
+// every request must carry "Authorization: Bearer <token>"; requests with
+// a foreign Host or Origin are refused (DNS rebinding).
+func (s *Server) Handler(token string, client string) http.Handler {
+	opts := []server.StreamableHTTPOption{
+		server.WithEndpointPath("/mcp"),
+		server.WithSessionIdManager(s.sessions),
+	}
+	if client != "" {
+		opts = append(opts, server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			return context.WithValue(ctx, clientKey{}, client)
+		}))
+	}
+	h := server.NewStreamableHTTPServer(s.mcp, opts...)
+	return s.guard(h, token, client)
+}
+
+func (s *Server) guard(next http.Handler, token, client string) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackHost(r.Host) {
+			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
+			http.Error(w, "forbidden: cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		if token != "" {
+			got := []byte(r.Header.Get("Authorization"))
+			if subtle.ConstantTimeCompare(got, want) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="mcpx", error="invalid_token", error_description="use the token from 'mcpx connect-info'"`)
+				http.Error(w, "unauthorized: proxyd needs its bearer token; run 'mcpx connect-info'", http.StatusUnauthorized)
+				return
+			}
+		}
+		if s.relay(w, r, client) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func loopbackHost(hostport string) bool {
+	if hostport == "" {
+		return false
+	}
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") || host == "proxyd.sock" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func loopbackOrigin(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return loopbackHost(u.Host)
+}

@@ -1,0 +1,299 @@
+package downstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+)
+
+// httpPeer is the client of one relayed request on the HTTP endpoint. It
+// answers with a JSON body when nothing comes before the result, and
+// otherwise turns the response into an SSE stream on which the upstream's
+// notifications and requests for this call come first.
+type httpPeer struct {
+	w      http.ResponseWriter
+	s      *Server
+	sess   *session // legacy era; nil in the modern era
+	modern bool
+	caps   relay.Caps
+	level  int // lowest log level passed on (see levels), -1 for all
+
+	mu    sync.Mutex
+	sse   bool
+	ended bool
+}
+
+func (p *httpPeer) Modern() bool     { return p.modern }
+func (p *httpPeer) Caps() relay.Caps { return p.caps }
+
+// levels orders the log levels of notifications/message (RFC 5424).
+var levels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// levelOf is the rank of a log level; unknown levels pass every filter.
+func levelOf(l string) int {
+	if n, ok := levels[l]; ok {
+		return n
+	}
+	return -1
+}
+
+func (p *httpPeer) Notify(method string, params json.RawMessage) {
+	if method == relay.MethodMessage {
+		if p.modern && p.level < 0 {
+			return // a modern request that asked for no log messages gets none
+		}
+		if l := levelOf(relay.StringMember(params, "level")); l >= 0 && l < p.level {
+			return
+		}
+	}
+	p.event(notification(method, params))
+}
+
+// notification encodes a JSON-RPC notification.
+func notification(method string, params json.RawMessage) []byte {
+	out := make([]byte, 0, 48+len(method)+len(params))
+	out = append(out, `{"jsonrpc":"2.0","method":`...)
+	out = strconv.AppendQuote(out, method)
+	if len(params) > 0 {
+		out = append(out, `,"params":`...)
+		out = append(out, params...)
+	}
+	return append(out, '}')
+}
+
+// askIDs numbers the requests proxyd puts to clients.
+var askIDs atomic.Int64
+
+// errStreamEnded: the client's response stream is over, so nothing more
+// can be sent on it.
+var errStreamEnded = errors.New("the client's response stream has ended")
+
+// Ask puts the upstream's request to the client on this call's stream and
+// waits for the client to post the response.
+func (p *httpPeer) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if p.sess == nil {
+		return nil, relay.Refusal(method)
+	}
+	id := "mcpx-s-" + strconv.FormatInt(askIDs.Add(1), 10)
+	ch := p.s.asks.wait(id, p.sess.id)
+	defer p.s.asks.forget(id)
+	msg := make([]byte, 0, 64+len(method)+len(params))
+	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
+	msg = append(msg, id...)
+	msg = append(msg, `","method":`...)
+	msg = strconv.AppendQuote(msg, method)
+	if len(params) > 0 {
+		msg = append(msg, `,"params":`...)
+		msg = append(msg, params...)
+	}
+	msg = append(msg, '}')
+	if method == relay.MethodElicitation {
+		// A URL elicitation's completion comes later, outside the call:
+		// remember whose it is.
+		if eid := relay.StringMember(params, "elicitationId"); eid != "" {
+			p.s.urlElicitations.note(eid, p.sess.id)
+		}
+	}
+	if !p.event(msg) {
+		return nil, errStreamEnded
+	}
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return a.result, nil
+	case <-ctx.Done():
+		// Tell the client the request is void.
+		b, _ := json.Marshal(map[string]string{"requestId": id, "reason": "the upstream no longer waits for the answer"})
+		p.event(notification(relay.MethodCancelled, b))
+		return nil, ctx.Err()
+	}
+}
+
+// event writes one message as an SSE event, switching the response to SSE
+// first; false once the response has been written.
+func (p *httpPeer) event(msg []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return false
+	}
+	p.startSSE()
+	writeEvent(p.w, msg)
+	return true
+}
+
+func (p *httpPeer) startSSE() {
+	if p.sse {
+		return
+	}
+	p.sse = true
+	h := p.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	p.w.WriteHeader(http.StatusOK)
+}
+
+func writeEvent(w http.ResponseWriter, msg []byte) {
+	buf := make([]byte, 0, len(msg)+24)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, msg...)
+	buf = append(buf, "\n\n"...)
+	_, _ = w.Write(buf)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// finish writes the response: the last event of an SSE stream, or a JSON
+// body (with the modern era's HTTP status for an error).
+func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *relay.RPCError) {
+	msg := responseMessage(id, result, rpcErr)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = true
+	if p.sse {
+		writeEvent(p.w, msg)
+		return
+	}
+	status := http.StatusOK
+	if rpcErr != nil && p.modern {
+		status = httpStatusFor(rpcErr.Code)
+	}
+	p.w.Header().Set("Content-Type", "application/json")
+	p.w.WriteHeader(status)
+	_, _ = p.w.Write(msg)
+}
+
+// close stops writes without a response (the request is gone).
+func (p *httpPeer) close() {
+	p.mu.Lock()
+	p.ended = true
+	p.mu.Unlock()
+}
+
+// responseMessage encodes a JSON-RPC response.
+func responseMessage(id, result json.RawMessage, rpcErr *relay.RPCError) []byte {
+	out := make([]byte, 0, len(result)+len(id)+32)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	if rpcErr != nil {
+		b, _ := json.Marshal(struct {
+			Code    int             `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data,omitempty"`
+		}{rpcErr.Code, rpcErr.Message, rpcErr.Data})
+		out = append(out, `,"error":`...)
+		out = append(out, b...)
+	} else {
+		out = append(out, `,"result":`...)
+		out = append(out, result...)
+	}
+	return append(out, '}')
+}
+
+// httpStatusFor maps a JSON-RPC error code to the modern era's HTTP status.
+func httpStatusFor(code int) int {
+	switch code {
+	case relay.CodeMethodNotFound:
+		return http.StatusNotFound
+	case -32020, -32021, -32022, -32600, relay.CodeInvalidParams, -32700:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// answer is a client's response to a request proxyd put to it.
+type answer struct {
+	result json.RawMessage
+	err    error
+}
+
+// asks routes the clients' responses to the requests proxyd put to them.
+type asks struct {
+	mu      sync.Mutex
+	waiting map[string]askWaiter
+}
+
+type askWaiter struct {
+	session string
+	ch      chan answer
+}
+
+func (a *asks) wait(id, session string) <-chan answer {
+	ch := make(chan answer, 1)
+	a.mu.Lock()
+	if a.waiting == nil {
+		a.waiting = map[string]askWaiter{}
+	}
+	a.waiting[id] = askWaiter{session: session, ch: ch}
+	a.mu.Unlock()
+	return ch
+}
+
+func (a *asks) forget(id string) {
+	a.mu.Lock()
+	delete(a.waiting, id)
+	a.mu.Unlock()
+}
+
+// deliver hands the client's response to the waiting request; false when
+// nobody waits for id on this session.
+func (a *asks) deliver(id, session string, ans answer) bool {
+	a.mu.Lock()
+	w, ok := a.waiting[id]
+	if ok && w.session == session {
+		delete(a.waiting, id)
+	}
+	a.mu.Unlock()
+	if !ok || w.session != session {
+		return false
+	}
+	w.ch <- ans
+	return true
+}
+
+// maxURLElicitations bounds the URL elicitations remembered for their
+// completion notices.
+const maxURLElicitations = 1024
+
+// urlElicitations remembers which session each URL-mode elicitation went
+// to, so the upstream's notifications/elicitation/complete reaches it.
+type urlElicitations struct {
+	mu    sync.Mutex
+	owner map[string]string
+	order []string
+}
+
+func (u *urlElicitations) note(id, session string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.owner == nil {
+		u.owner = map[string]string{}
+	}
+	if _, ok := u.owner[id]; !ok {
+		u.order = append(u.order, id)
+	}
+	u.owner[id] = session
+	for len(u.order) > maxURLElicitations {
+		delete(u.owner, u.order[0])
+		u.order = u.order[1:]
+	}
+}
+
+// take returns and forgets the session of elicitation id.
+func (u *urlElicitations) take(id string) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s, ok := u.owner[id]
+	delete(u.owner, id)
+	return s, ok
+}

@@ -1,0 +1,407 @@
+package downstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+)
+
+// Call is one client request the endpoint relays to an upstream.
+type Call struct {
+	Server string
+	Method string
+	// Name is the upstream's name of the tool or prompt, or the resource
+	// URI (for the Mcp-Name header and the activity record).
+	Name string
+	// Params are the client's params with names mapped and _meta removed.
+	Params json.RawMessage
+	// Meta are the client's own _meta members (era keys and progressToken
+	// removed), a JSON object or nil.
+	Meta json.RawMessage
+	// ProgressToken is the client's, nil without one.
+	ProgressToken json.RawMessage
+	// LogLevel is the client's log level ("" when not set).
+	LogLevel string
+	Peer     relay.Peer
+	CallMeta CallMeta
+}
+
+// Relayer is implemented by backends that relay requests to upstreams (the
+// proxy core): the result in the client's era, or an error (a
+// *relay.RPCError passes to the client as it is).
+type Relayer interface {
+	Relay(ctx context.Context, c *Call) (json.RawMessage, error)
+}
+
+// maxRelayBody bounds a request the relay reads; larger ones take the
+// library's path.
+const maxRelayBody = 4 << 20
+
+// Prefix of the ids proxyd gives the requests it puts to clients.
+const askPrefix = "mcpx-s-"
+
+// envelope is a JSON-RPC message from a client.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// parseEnvelope reads a client message without decoding its params or
+// result (they stay sub-slices of body); the library reports malformed
+// JSON with its own error.
+func parseEnvelope(body []byte) (envelope, bool) {
+	var msg envelope
+	if !json.Valid(body) {
+		return msg, false
+	}
+	ok := true
+	str := func(v []byte) string {
+		if len(v) < 2 || v[0] != '"' {
+			ok = false
+			return ""
+		}
+		if bytes.IndexByte(v, '\\') < 0 {
+			return string(v[1 : len(v)-1])
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			ok = false
+		}
+		return s
+	}
+	relay.EachValue(body, func(key, v []byte) {
+		switch string(key) {
+		case "jsonrpc":
+			msg.JSONRPC = str(v)
+		case "id":
+			msg.ID = v
+		case "method":
+			msg.Method = str(v)
+		case "params":
+			msg.Params = v
+		case "result":
+			msg.Result = v
+		case "error":
+			if json.Unmarshal(v, &msg.Error) != nil {
+				ok = false
+			}
+		}
+	})
+	return msg, ok
+}
+
+// relayed are the methods the relay answers itself.
+var relayed = map[string]bool{
+	string(mcp.MethodToolsCall):          true,
+	string(mcp.MethodPromptsGet):         true,
+	string(mcp.MethodResourcesRead):      true,
+	string(mcp.MethodCompletionComplete): true,
+}
+
+// relay answers, without the MCP library, the requests proxyd relays to
+// one upstream, the clients' responses to requests proxyd put to them and
+// their cancellations. Anything else, or anything off (an unknown name, a
+// header that does not match the body), returns false with the body
+// restored, for the library to answer.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bool {
+	if r.Method != http.MethodPost || r.URL.Path != "/mcp" {
+		return false
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return false
+	}
+	rl, ok := s.backend.(Relayer)
+	if !ok {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxRelayBody+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil || len(body) > maxRelayBody {
+		return false
+	}
+	msg, ok := parseEnvelope(body)
+	if !ok || msg.JSONRPC != "2.0" {
+		return false
+	}
+	version := r.Header.Get("Mcp-Protocol-Version")
+	if version != "" && !mcp.IsValidProtocolVersion(version) {
+		return false // the library answers an unsupported version
+	}
+	meta, _ := relay.Member(msg.Params, "_meta")
+	metaVersion := relay.StringMember(meta, mcp.MetaKeyProtocolVersion)
+	modern := mcp.IsModernProtocol(version) || mcp.IsModernProtocol(metaVersion)
+	sid := r.Header.Get("Mcp-Session-Id")
+	var sess *session
+	if !modern {
+		if sess = s.sessions.get(sid); sess == nil {
+			return false
+		}
+	}
+	switch {
+	case msg.Method == "" && len(msg.ID) > 0:
+		return !modern && s.takeAnswer(w, sess, msg)
+	case msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0:
+		if modern || !sess.cancel(idKey(relayMember(msg.Params, "requestId"))) {
+			return false
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	case len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")):
+		return false
+	case modern && !validModern(r, msg, meta, metaVersion, version):
+		return false
+	case msg.Method == string(mcp.MethodResourcesSubscribe) || msg.Method == string(mcp.MethodResourcesUnsubscribe):
+		return !modern && s.subscribe(w, r, sess, msg)
+	case msg.Method == string(mcp.MethodSubscriptionsListen):
+		return modern && s.listen(w, r, msg)
+	case !relayed[msg.Method]:
+		return false
+	}
+	call, ok := s.route(msg)
+	if !ok {
+		return false
+	}
+	if msg.Method == string(mcp.MethodToolsCall) && modern && call.tool != nil && call.tool.paramHeaders {
+		if mcp.ValidateParamHeadersLookup(headerLookup(r.Header), call.tool.def, msg.Params) != nil {
+			return false
+		}
+	}
+	c := call.Call
+	c.Params = relay.WithoutMember(c.Params, "_meta")
+	c.ProgressToken, c.Meta = splitMeta(meta)
+	peer := &httpPeer{w: w, s: s, modern: modern, level: -1}
+	c.CallMeta = CallMeta{Client: "mcp"}
+	if modern {
+		peer.caps = relay.ParseCaps(relayMember(meta, mcp.MetaKeyClientCapabilities))
+		c.LogLevel = relay.StringMember(meta, mcp.MetaKeyLogLevel)
+	} else {
+		peer.sess = sess
+		peer.caps = sess.capabilities()
+		c.LogLevel = sess.logLevel()
+		c.CallMeta.Client = "session:" + prefix(sid)
+	}
+	if c.LogLevel != "" {
+		peer.level = levelOf(c.LogLevel)
+	}
+	if client != "" {
+		c.CallMeta.Client = client
+	}
+	c.Peer = peer
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if sess != nil {
+		defer sess.track(idKey(msg.ID), cancel)()
+	}
+	res, err := rl.Relay(ctx, &c)
+	if ctx.Err() != nil && r.Context().Err() != nil {
+		peer.close() // the client went away: nobody to answer
+		return true
+	}
+	if err != nil {
+		rpc, ok := relay.IsRPCError(err)
+		if !ok {
+			rpc = &relay.RPCError{Code: relay.CodeInternal, Message: err.Error()}
+		}
+		peer.finish(msg.ID, nil, rpc)
+		return true
+	}
+	if modern && msg.Method == string(mcp.MethodResourcesRead) {
+		res = withCacheHints(res)
+	}
+	peer.finish(msg.ID, res, nil)
+	return true
+}
+
+// validModern applies the modern era's checks of a request (protocol
+// version in header and body, client capabilities, standard headers); a
+// request failing them goes to the library, which answers with the
+// precise error.
+func validModern(r *http.Request, msg envelope, meta []byte, metaVersion, version string) bool {
+	if r.Header.Get("Last-Event-ID") != "" || metaVersion == "" || metaVersion != version {
+		return false
+	}
+	caps := relayMember(meta, mcp.MetaKeyClientCapabilities)
+	if len(caps) == 0 || caps[0] != '{' {
+		return false
+	}
+	return mcp.ValidateStandardHeaders(r.Header.Get, version, mcp.MCPMethod(msg.Method), msg.Params) == nil
+}
+
+func headerLookup(h http.Header) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v := h.Values(name)
+		if len(v) == 0 {
+			return "", false
+		}
+		return v[0], true
+	}
+}
+
+func relayMember(obj []byte, key string) []byte {
+	v, _ := relay.Member(obj, key)
+	return v
+}
+
+// splitMeta takes the client's progress token out of its _meta and keeps
+// the members that are the client's own (not the era's).
+func splitMeta(meta []byte) (token json.RawMessage, own json.RawMessage) {
+	if len(meta) < 2 {
+		return nil, nil
+	}
+	if t, ok := relay.Member(meta, "progressToken"); ok && string(t) != "null" {
+		token = append(json.RawMessage(nil), t...)
+	}
+	var kept []byte
+	relay.EachMember(meta, func(key, member []byte) {
+		if string(key) == "progressToken" || bytes.HasPrefix(key, []byte("io.modelcontextprotocol/")) {
+			return
+		}
+		if kept == nil {
+			kept = append(kept, '{')
+		} else {
+			kept = append(kept, ',')
+		}
+		kept = append(kept, member...)
+	})
+	if kept != nil {
+		own = append(kept, '}')
+	}
+	return token, own
+}
+
+// idKey is a JSON-RPC id as a map key ("s:" strings, "n:" numbers).
+func idKey(id json.RawMessage) string {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 || string(id) == "null" {
+		return ""
+	}
+	if id[0] == '"' {
+		var s string
+		if json.Unmarshal(id, &s) != nil {
+			return ""
+		}
+		return "s:" + s
+	}
+	return "n:" + string(id)
+}
+
+// takeAnswer routes a client's response to the request proxyd put to it.
+func (s *Server) takeAnswer(w http.ResponseWriter, sess *session, msg envelope) bool {
+	var id string
+	if json.Unmarshal(msg.ID, &id) != nil || !strings.HasPrefix(id, askPrefix) {
+		return false
+	}
+	a := answer{result: msg.Result}
+	if msg.Error != nil {
+		a = answer{err: &relay.RPCError{Code: msg.Error.Code, Message: msg.Error.Message, Data: msg.Error.Data}}
+	} else if msg.Result == nil {
+		a = answer{result: json.RawMessage("{}")}
+	}
+	s.asks.deliver(id, sess.id, a)
+	// A late or unknown answer is accepted and dropped, as the spec asks
+	// of a response nobody waits for.
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// routed is a client request matched to its upstream.
+type routed struct {
+	Call
+	tool *route // tools/call: the tool's route
+}
+
+// route finds the upstream a relayed request goes to and maps its names.
+func (s *Server) route(msg envelope) (routed, bool) {
+	t := s.table.Load()
+	if t == nil {
+		return routed{}, false
+	}
+	params := msg.Params
+	switch msg.Method {
+	case string(mcp.MethodToolsCall):
+		name := relay.StringMember(params, "name")
+		rt, ok := t.tools[name]
+		if !ok {
+			return routed{}, false
+		}
+		if args, ok := relay.Member(params, "arguments"); ok && args[0] != '{' && string(args) != "null" {
+			return routed{}, false // the library answers malformed arguments
+		}
+		return routed{Call: Call{Server: rt.server, Method: msg.Method, Name: rt.tool, Params: rename(params, "name", name, rt.tool)}, tool: &rt}, true
+	case string(mcp.MethodPromptsGet):
+		name := relay.StringMember(params, "name")
+		pr, ok := t.prompts[name]
+		if !ok {
+			return routed{}, false
+		}
+		return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: rename(params, "name", name, pr.name)}}, true
+	case string(mcp.MethodResourcesRead):
+		uri := relay.StringMember(params, "uri")
+		srv, ok := t.resourceServer(uri)
+		if !ok {
+			return routed{}, false
+		}
+		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params}}, true
+	case string(mcp.MethodCompletionComplete):
+		ref, _ := relay.Member(params, "ref")
+		switch relay.StringMember(ref, "type") {
+		case "ref/prompt":
+			name := relay.StringMember(ref, "name")
+			pr, ok := t.prompts[name]
+			if !ok {
+				return routed{}, false
+			}
+			return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name,
+				Params: relay.WithMember(params, "ref", rename(ref, "name", name, pr.name))}}, true
+		case "ref/resource":
+			uri := relay.StringMember(ref, "uri")
+			srv, ok := t.templateServer(uri)
+			if !ok {
+				if srv, ok = t.resourceServer(uri); !ok {
+					return routed{}, false
+				}
+			}
+			return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params}}, true
+		}
+	}
+	return routed{}, false
+}
+
+// rename sets member key from exposed to the upstream's name.
+func rename(obj []byte, key, exposed, upstream string) []byte {
+	if exposed == upstream {
+		return obj
+	}
+	return relay.WithMember(obj, key, strconv.AppendQuote(nil, upstream))
+}
+
+// withCacheHints gives a modern resources/read result proxyd's cache
+// hints: private (what proxyd serves depends on its user's credentials),
+// and no fresher than CacheTTLMillis.
+func withCacheHints(res json.RawMessage) json.RawMessage {
+	res = relay.WithMember(res, "cacheScope", []byte(`"private"`))
+	ttl := CacheTTLMillis
+	if v, ok := relay.Member(res, "ttlMs"); ok {
+		if n, err := strconv.Atoi(string(v)); err == nil && n >= 0 && n < ttl {
+			ttl = n
+		}
+	}
+	return relay.WithMember(res, "ttlMs", strconv.AppendInt(nil, int64(ttl), 10))
+}

@@ -1,0 +1,304 @@
+package downstream
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+)
+
+// Subscriptions. A legacy client subscribes with resources/subscribe and
+// gets notifications/resources/updated on its session; a modern client
+// opens a subscriptions/listen stream naming the URIs and list changes it
+// wants, and gets them tagged with the stream's id. Either way proxyd
+// holds one upstream subscription per URI (see Subscriber) and fans the
+// upstream's updates out to the clients subscribed.
+
+// Subscriber is implemented by backends that subscribe upstream on the
+// clients' behalf.
+type Subscriber interface {
+	Subscribe(ctx context.Context, server, uri string) error
+	Unsubscribe(server, uri string)
+}
+
+// listener is one modern client's subscriptions/listen stream.
+type listener struct {
+	id     json.RawMessage // the listen request's id: the subscription id
+	filter mcp.SubscriptionFilter
+	uris   map[string]bool
+	peer   *httpPeer
+}
+
+// listeners are the open listen streams.
+type listeners struct {
+	mu  sync.Mutex
+	all map[*listener]struct{}
+	// done ends every stream (shutdown).
+	done chan struct{}
+}
+
+func (l *listeners) add(x *listener) {
+	l.mu.Lock()
+	if l.all == nil {
+		l.all = map[*listener]struct{}{}
+	}
+	l.all[x] = struct{}{}
+	l.mu.Unlock()
+}
+
+func (l *listeners) remove(x *listener) {
+	l.mu.Lock()
+	delete(l.all, x)
+	l.mu.Unlock()
+}
+
+func (l *listeners) each(f func(*listener)) {
+	l.mu.Lock()
+	all := make([]*listener, 0, len(l.all))
+	for x := range l.all {
+		all = append(all, x)
+	}
+	l.mu.Unlock()
+	for _, x := range all {
+		f(x)
+	}
+}
+
+// send writes a notification on the stream, tagged with its id.
+func (x *listener) send(method string, params json.RawMessage) {
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	meta, _ := relay.Member(params, "_meta")
+	if len(meta) == 0 {
+		meta = []byte("{}")
+	}
+	meta = relay.WithMember(meta, mcp.MetaKeySubscriptionID, x.id)
+	x.peer.event(notification(method, relay.WithMember(params, "_meta", meta)))
+}
+
+// subscribe answers a legacy client's resources/subscribe or unsubscribe.
+func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session, msg envelope) bool {
+	sub, ok := s.backend.(Subscriber)
+	if !ok {
+		return false
+	}
+	uri := relay.StringMember(msg.Params, "uri")
+	t := s.table.Load()
+	if uri == "" || t == nil {
+		return false // the library answers a malformed request
+	}
+	srv, ok := t.resourceServer(uri)
+	if !ok {
+		return false
+	}
+	peer := &httpPeer{w: w, s: s, sess: sess, level: -1}
+	if msg.Method == string(mcp.MethodResourcesUnsubscribe) {
+		if sess.unsubscribe(uri) {
+			sub.Unsubscribe(srv, uri)
+		}
+		peer.finish(msg.ID, json.RawMessage("{}"), nil)
+		return true
+	}
+	if !sess.subscribe(uri) {
+		peer.finish(msg.ID, json.RawMessage("{}"), nil)
+		return true
+	}
+	if err := sub.Subscribe(r.Context(), srv, uri); err != nil {
+		sess.unsubscribe(uri)
+		rpc, ok := relay.IsRPCError(err)
+		if !ok {
+			rpc = &relay.RPCError{Code: relay.CodeInternal, Message: err.Error()}
+		}
+		peer.finish(msg.ID, nil, rpc)
+		return true
+	}
+	peer.finish(msg.ID, json.RawMessage("{}"), nil)
+	return true
+}
+
+// subscribe records uri for the session; false when it already was.
+func (s *session) subscribe(uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs[uri] {
+		return false
+	}
+	if s.subs == nil {
+		s.subs = map[string]bool{}
+	}
+	s.subs[uri] = true
+	return true
+}
+
+func (s *session) unsubscribe(uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.subs[uri] {
+		return false
+	}
+	delete(s.subs, uri)
+	return true
+}
+
+func (s *session) subscribed(uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.subs[uri]
+}
+
+// endSubscriptions drops an ended session's upstream subscriptions.
+func (s *Server) endSubscriptions(sess *session) {
+	sub, ok := s.backend.(Subscriber)
+	if !ok {
+		return
+	}
+	sess.mu.Lock()
+	uris := sess.subs
+	sess.subs = nil
+	sess.mu.Unlock()
+	t := s.table.Load()
+	for uri := range uris {
+		if t == nil {
+			return
+		}
+		if srv, ok := t.resourceServer(uri); ok {
+			sub.Unsubscribe(srv, uri)
+		}
+	}
+}
+
+// listen serves a modern client's subscriptions/listen: an acknowledgement
+// naming what was established, then the notifications asked for until the
+// client closes the stream or proxyd stops.
+func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg envelope) bool {
+	var p struct {
+		Notifications mcp.SubscriptionFilter `json:"notifications"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil {
+		return false
+	}
+	sub, _ := s.backend.(Subscriber)
+	t := s.table.Load()
+	want := p.Notifications
+	allowed := mcp.SubscriptionFilter{ToolsListChanged: want.ToolsListChanged, PromptsListChanged: want.PromptsListChanged,
+		ResourcesListChanged: want.ResourcesListChanged}
+	x := &listener{id: msg.ID, uris: map[string]bool{}, peer: &httpPeer{w: w, s: s, modern: true, level: -1}}
+	type held struct{ server, uri string }
+	var subscribed []held
+	defer func() {
+		for _, h := range subscribed {
+			sub.Unsubscribe(h.server, h.uri)
+		}
+	}()
+	for _, uri := range want.ResourceSubscriptions {
+		if sub == nil || t == nil || x.uris[uri] {
+			continue
+		}
+		srv, ok := t.resourceServer(uri)
+		if !ok || sub.Subscribe(r.Context(), srv, uri) != nil {
+			continue
+		}
+		subscribed = append(subscribed, held{srv, uri})
+		x.uris[uri] = true
+		allowed.ResourceSubscriptions = append(allowed.ResourceSubscriptions, uri)
+	}
+	x.filter = allowed
+	ack, _ := json.Marshal(map[string]any{"notifications": allowed})
+	x.send(mcp.MethodNotificationSubscriptionsAcknowledged, ack)
+	if !allowed.IsEmpty() {
+		s.listeners.add(x)
+		defer s.listeners.remove(x)
+		select {
+		case <-r.Context().Done():
+			x.peer.close()
+			return true
+		case <-s.listeners.done:
+		}
+	}
+	meta, _ := json.Marshal(map[string]json.RawMessage{mcp.MetaKeySubscriptionID: msg.ID})
+	x.peer.finish(msg.ID, relay.WithMember([]byte(`{"resultType":"complete"}`), "_meta", meta), nil)
+	return true
+}
+
+// EndStreams ends every listen stream (shutdown).
+func (s *Server) EndStreams() {
+	s.listeners.mu.Lock()
+	defer s.listeners.mu.Unlock()
+	select {
+	case <-s.listeners.done:
+	default:
+		close(s.listeners.done)
+	}
+}
+
+// listChanged tells the listen streams that asked for it that a list
+// changed (legacy sessions hear it from the library).
+func (s *Server) listChanged(method string) {
+	s.listeners.each(func(x *listener) {
+		switch method {
+		case mcp.MethodNotificationToolsListChanged:
+			if !x.filter.ToolsListChanged {
+				return
+			}
+		case mcp.MethodNotificationPromptsListChanged:
+			if !x.filter.PromptsListChanged {
+				return
+			}
+		case mcp.MethodNotificationResourcesListChanged:
+			if !x.filter.ResourcesListChanged {
+				return
+			}
+		}
+		x.send(method, nil)
+	})
+}
+
+// Notify passes an upstream notification that belongs to no call to the
+// clients it concerns: a resource update to the clients subscribed to the
+// URI, a URL elicitation's completion to the session it was asked of, a
+// log message to the legacy sessions that set a level it passes.
+func (s *Server) Notify(server, method string, params json.RawMessage) {
+	switch method {
+	case mcp.MethodNotificationResourceUpdated:
+		uri := relay.StringMember(params, "uri")
+		if meta, ok := relay.Member(params, "_meta"); ok {
+			// The upstream's own stream id means nothing to proxyd's clients.
+			params = relay.WithMember(params, "_meta", relay.WithoutMember(meta, mcp.MetaKeySubscriptionID))
+		}
+		s.sessions.each(func(sess *session) {
+			if sess.subscribed(uri) {
+				s.toSession(sess.id, method, params)
+			}
+		})
+		s.listeners.each(func(x *listener) {
+			if x.uris[uri] {
+				x.send(method, params)
+			}
+		})
+	case string(mcp.MethodNotificationElicitationComplete):
+		if sid, ok := s.urlElicitations.take(relay.StringMember(params, "elicitationId")); ok {
+			s.toSession(sid, method, params)
+		}
+	case relay.MethodMessage:
+		l := levelOf(relay.StringMember(params, "level"))
+		s.sessions.each(func(sess *session) {
+			if lv := sess.logLevel(); lv != "" && l >= levelOf(lv) {
+				s.toSession(sess.id, method, params)
+			}
+		})
+	}
+}
+
+// toSession sends a notification on a legacy session's stream.
+func (s *Server) toSession(id, method string, params json.RawMessage) {
+	var m map[string]any
+	if len(params) > 0 && json.Unmarshal(params, &m) != nil {
+		return
+	}
+	_ = s.mcp.SendNotificationToSpecificClient(id, method, m)
+}

@@ -1,0 +1,173 @@
+package proxyd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/activity"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/health"
+	"github.com/mcpx-dev/mcpx/proxyd/oauth"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
+)
+
+// Record is proxyd's state database read without the daemon, read-only:
+// the activity log, the health it implies and the sign-in state, in the
+// control API's own types. Commands use it when proxyd is not running.
+type Record struct {
+	db  *store.DB
+	act *activity.Store
+	cfg *config.Config
+}
+
+// OpenRecord opens the state database that proxyd would use with this
+// config file and state dir (SQLite in the state dir, or the PostgreSQL of
+// state.postgres / MCPX_STATE_DSN) for reading only.
+func OpenRecord(ctx context.Context, configPath, stateDir string) (*Record, error) {
+	cfg, err := config.Load(configPath)
+	if errors.Is(err, os.ErrNotExist) {
+		cfg, err = &config.Config{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := cfg.StateDSN()
+	if err != nil {
+		return nil, err
+	}
+	var db *store.DB
+	if dsn == "" {
+		db, err = store.OpenSQLiteReadOnly(ctx, filepath.Join(stateDir, DBFile))
+	} else {
+		db, err = store.OpenPostgresReadOnly(ctx, dsn)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Record{db: db, act: activity.NewReader(db), cfg: cfg}, nil
+}
+
+// Where names the database: the SQLite file, or PostgreSQL without its
+// password.
+func (r *Record) Where() string { return r.db.Engine() + " " + r.db.Path() }
+
+// Close closes the database.
+func (r *Record) Close() error { return r.db.Close() }
+
+func recordFilter(q api.ActivityQuery) (activity.Filter, error) {
+	return filterFromQuery(q.Values())
+}
+
+// Activity is GET /v1/activity from the record.
+func (r *Record) Activity(ctx context.Context, q api.ActivityQuery) ([]api.ActivityRecord, error) {
+	f, err := recordFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	recs, err := r.act.List(ctx, f)
+	if recs == nil {
+		recs = []api.ActivityRecord{}
+	}
+	return recs, err
+}
+
+// ActivityRecord is GET /v1/activity/{id} from the record.
+func (r *Record) ActivityRecord(ctx context.Context, id int64) (*api.ActivityRecord, error) {
+	rec, err := r.act.Get(ctx, id)
+	if errors.Is(err, activity.ErrNotFound) {
+		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf("no activity record %d", id)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// ExportActivity calls fn with every matching record, oldest first.
+func (r *Record) ExportActivity(ctx context.Context, q api.ActivityQuery, fn func(api.ActivityRecord) error) error {
+	f, err := recordFilter(q)
+	if err != nil {
+		return err
+	}
+	return r.act.Export(ctx, f, fn)
+}
+
+// ActivitySummary is GET /v1/activity/summary from the record.
+func (r *Record) ActivitySummary(ctx context.Context, q api.ActivityQuery, by string) ([]api.ActivitySummaryRow, error) {
+	f, err := recordFilter(q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.act.Summary(ctx, f, by)
+	if rows == nil {
+		rows = []api.ActivitySummaryRow{}
+	}
+	return rows, err
+}
+
+// Health is each configured server's call health over the last window,
+// replayed from the activity log; the state is unknown without the daemon.
+func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus, error) {
+	var clock time.Time
+	tr := health.NewTracker(func() time.Time { return clock })
+	now := time.Now()
+	err := r.act.Export(ctx, activity.Filter{Since: now.Add(-health.Window)}, func(rec api.ActivityRecord) error {
+		clock = rec.Time
+		tr.Observe(rec.Server, callerr.Classification{Class: rec.ErrorClass, Domain: rec.FaultDomain})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	clock = now
+	out := []api.ServerStatus{}
+	for _, s := range r.cfg.Servers {
+		if server != "" && s.Name != server {
+			continue
+		}
+		h := tr.Snapshot(s.Name)
+		st := api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(),
+			State: api.StateUnknown, Summary: "proxyd is not running",
+			Health: &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}}
+		if s.URL != "" {
+			st.Target = redact.URL(s.URL)
+		}
+		if s.Disabled {
+			st.State = api.StateDisabled
+		}
+		out = append(out, st)
+	}
+	if server != "" && len(out) == 0 {
+		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf("no server named %q in the config", server)}
+	}
+	return out, nil
+}
+
+// AuthStatus is GET /v1/auth/status from the stored grants.
+func (r *Record) AuthStatus(ctx context.Context, server string) ([]api.AuthStatus, error) {
+	coord := oauth.NewCoordinator(oauth.NewStore(r.db), oauth.CoordinatorOptions{})
+	out := []api.AuthStatus{}
+	for _, s := range r.cfg.Servers {
+		if s.URL == "" || (server != "" && s.Name != server) {
+			continue
+		}
+		as := coord.Status(serverKey(s))
+		as.Server, as.URL = s.Name, redact.URL(s.URL)
+		out = append(out, as)
+	}
+	if server != "" && len(out) == 0 {
+		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf("no HTTP server named %q in the config", server)}
+	}
+	return out, nil
+}

@@ -1,0 +1,323 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Result types of the modern era (SEP-2322).
+const (
+	resultComplete      = "complete"
+	resultInputRequired = "input_required"
+)
+
+// maxInputRounds bounds how often proxyd answers an upstream's
+// input_required for a legacy client before giving up (as the MCP library
+// does for its own clients).
+const maxInputRounds = 10
+
+// Request is one client request to relay.
+type Request struct {
+	// Exchange is what goes upstream; its Params are the client's as sent
+	// (in the modern era with inputResponses and requestState), its
+	// Handler and Progress are set by the relay.
+	Exchange Exchange
+	// ProgressToken is the client's progress token (raw JSON), nil without.
+	ProgressToken json.RawMessage
+	// Stats, when set, collects what happened for the activity record.
+	Stats *Stats
+}
+
+// Stats is what a relayed request saw: progress notifications and the
+// upstream's requests for input with the client's answers.
+type Stats struct {
+	mu       sync.Mutex
+	progress int
+	inputs   []Input
+}
+
+// Input is one request of the upstream for input, and the answer's action:
+// accept, decline or cancel (elicitation), accept (sampling, roots), error
+// (the client answered with an error), refused (the client lacks the
+// capability), asked (passed to a modern client, answered in its retry).
+type Input struct {
+	Method string `json:"method"`
+	Action string `json:"action"`
+}
+
+// Progress is the number of progress notifications relayed.
+func (s *Stats) Progress() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress
+}
+
+// Inputs are the requests for input seen, in order.
+func (s *Stats) Inputs() []Input {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Input(nil), s.inputs...)
+}
+
+func (s *Stats) addProgress() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.progress++
+	s.mu.Unlock()
+}
+
+func (s *Stats) addInput(method, action string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.inputs = append(s.inputs, Input{Method: method, Action: action})
+	s.mu.Unlock()
+}
+
+// action names the answer to a request for input.
+func action(method string, res json.RawMessage, err error) string {
+	if err != nil {
+		return "error"
+	}
+	if method == MethodElicitation {
+		if a := StringMember(res, "action"); a != "" {
+			return a
+		}
+	}
+	return "accept"
+}
+
+// Relayer relays requests; it keeps the calls parked between the rounds
+// of a modern client's multi-round-trip exchange with a legacy upstream.
+type Relayer struct {
+	parked *parkTable
+}
+
+// New returns a Relayer.
+func New() *Relayer { return &Relayer{parked: newParkTable()} }
+
+// Close ends every parked call.
+func (r *Relayer) Close() { r.parked.closeAll() }
+
+// Do relays req to up for peer and returns the result for the client, in
+// the client's era.
+func (r *Relayer) Do(ctx context.Context, up Upstream, req *Request, peer Peer) (json.RawMessage, error) {
+	ex := req.Exchange
+	ex.Progress = req.ProgressToken != nil
+	if state := StringMember(ex.Params, "requestState"); isParkToken(state) {
+		if res, found, err := r.resume(ctx, state, req, peer); found {
+			return res, err
+		}
+		if !up.Modern() {
+			return nil, &RPCError{Code: CodeInvalidParams, Message: "requestState is unknown or has expired (proxyd keeps a waiting call 5 minutes); call the tool again"}
+		}
+	}
+	recordAnswers(ex.Params, req.Stats)
+	if up.Modern() {
+		ex.ClientCaps = peer.Caps().Raw
+		if peer.Modern() {
+			ex.Handler = &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
+			res, err := up.Relay(ctx, &ex)
+			if err == nil {
+				recordRequests(res, req.Stats, "asked")
+			}
+			return res, err
+		}
+		return r.fulfil(ctx, up, &ex, req, peer)
+	}
+	if peer.Modern() {
+		return r.park(ctx, up, &ex, req, peer)
+	}
+	ex.Handler = &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
+	res, err := up.Relay(ctx, &ex)
+	if err != nil {
+		return nil, err
+	}
+	return LegacyResult(res), nil
+}
+
+// fulfil answers a modern upstream's input_required results for a legacy
+// client: each input request goes to the client as a request, and the
+// upstream request is retried with the answers and the upstream's state.
+func (r *Relayer) fulfil(ctx context.Context, up Upstream, ex *Exchange, req *Request, peer Peer) (json.RawMessage, error) {
+	h := &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
+	ex.Handler = h
+	params := ex.Params
+	for round := 0; ; round++ {
+		ex.Params = params
+		res, err := up.Relay(ctx, ex)
+		if err != nil {
+			return nil, err
+		}
+		if StringMember(res, "resultType") != resultInputRequired {
+			return LegacyResult(res), nil
+		}
+		if round >= maxInputRounds {
+			return nil, fmt.Errorf("the upstream still asked for input after %d rounds", maxInputRounds)
+		}
+		var ir struct {
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  *string                    `json:"requestState"`
+		}
+		if err := json.Unmarshal(res, &ir); err != nil {
+			return nil, fmt.Errorf("decoding the upstream's input_required result: %w", err)
+		}
+		answers := make(map[string]json.RawMessage, len(ir.InputRequests))
+		for key, raw := range ir.InputRequests {
+			var in struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			if err := json.Unmarshal(raw, &in); err != nil {
+				return nil, fmt.Errorf("decoding the upstream's input request %q: %w", key, err)
+			}
+			if !peer.Caps().Accepts(in.Method, in.Params) {
+				req.Stats.addInput(in.Method, "refused")
+				return nil, &InputError{Method: in.Method}
+			}
+			a, err := h.Ask(ctx, in.Method, in.Params)
+			if err != nil {
+				return nil, fmt.Errorf("the client's answer to %s: %w", in.Method, err)
+			}
+			answers[key] = a
+		}
+		b, err := json.Marshal(answers)
+		if err != nil {
+			return nil, err
+		}
+		params = WithMember(params, "inputResponses", b)
+		if ir.RequestState != nil {
+			s, _ := json.Marshal(*ir.RequestState)
+			params = WithMember(params, "requestState", s)
+		} else {
+			params = WithoutMember(params, "requestState")
+		}
+	}
+}
+
+// InputError: a modern upstream asked the client for input of a kind the
+// client did not declare (it was told the client's capabilities).
+type InputError struct{ Method string }
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("the upstream asked for %s, which the client did not declare; the call cannot continue", e.Method)
+}
+
+// handler is the client side of an exchange for a client that takes
+// requests (a legacy client, or proxyd on a modern client's behalf).
+type handler struct {
+	peer  Peer
+	token json.RawMessage
+	stats *Stats
+}
+
+func (h *handler) Notify(method string, params json.RawMessage) {
+	if method == MethodProgress {
+		if h.token == nil {
+			return
+		}
+		params = WithMember(params, "progressToken", h.token)
+		h.stats.addProgress()
+	}
+	h.peer.Notify(method, params)
+}
+
+func (h *handler) Accepts(method string) bool { return h.peer.Caps().acceptsAny(method) }
+
+func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	if !h.peer.Caps().Accepts(method, params) {
+		h.stats.addInput(method, "refused")
+		if r, ok := h.peer.(Refuser); ok {
+			r.Refused(method)
+		}
+		return nil, Refusal(method)
+	}
+	res, err := h.peer.Ask(ctx, method, params)
+	h.stats.addInput(method, action(method, res, err))
+	return res, err
+}
+
+// Refuser is implemented by peers that want to hear of the upstream's
+// requests refused for them (to say so to a person).
+type Refuser interface {
+	Refused(method string)
+}
+
+// LegacyResult is a result as a legacy client takes it: without the modern
+// era's resultType.
+func LegacyResult(res json.RawMessage) json.RawMessage {
+	if !bytes.Contains(res, []byte(`"resultType"`)) {
+		return res
+	}
+	return WithoutMember(res, "resultType")
+}
+
+// ModernResult is a result as a modern client takes it: with resultType.
+func ModernResult(res json.RawMessage) json.RawMessage {
+	if _, ok := Member(res, "resultType"); ok {
+		return res
+	}
+	return WithMember(res, "resultType", []byte(`"complete"`))
+}
+
+// recordRequests notes the input requests of an input_required result.
+func recordRequests(res json.RawMessage, stats *Stats, act string) {
+	if stats == nil || StringMember(res, "resultType") != resultInputRequired {
+		return
+	}
+	var ir struct {
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+		} `json:"inputRequests"`
+	}
+	if json.Unmarshal(res, &ir) != nil {
+		return
+	}
+	for _, in := range ir.InputRequests {
+		stats.addInput(in.Method, act)
+	}
+}
+
+// recordAnswers notes the actions of a modern client's inputResponses.
+func recordAnswers(params json.RawMessage, stats *Stats) {
+	if stats == nil {
+		return
+	}
+	raw, ok := Member(params, "inputResponses")
+	if !ok {
+		return
+	}
+	var answers map[string]json.RawMessage
+	if json.Unmarshal(raw, &answers) != nil {
+		return
+	}
+	for _, a := range answers {
+		if act := StringMember(a, "action"); act != "" {
+			stats.addInput(MethodElicitation, act)
+		} else if _, ok := Member(a, "roots"); ok {
+			stats.addInput(MethodRoots, "accept")
+		} else {
+			stats.addInput(MethodSampling, "accept")
+		}
+	}
+}
+
+// IsRPCError reports whether err is a JSON-RPC error to pass to the client.
+func IsRPCError(err error) (*RPCError, bool) {
+	var rpc *RPCError
+	ok := errors.As(err, &rpc)
+	return rpc, ok
+}

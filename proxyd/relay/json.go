@@ -1,0 +1,257 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Results and params pass through as bytes; where an era needs a member
+// changed, only that member is touched, so the rest stays byte for byte
+// what the upstream or the client sent.
+
+// member finds key among the members of the JSON object obj and returns
+// its value and the byte span of the whole member (key to value, without
+// the separating comma). ok is false when obj is not an object or has no
+// such member.
+func member(obj []byte, key string) (value []byte, start, end int, ok bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, 0, 0, false
+	}
+	i++
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return nil, 0, 0, false
+		}
+		if obj[i] == ',' {
+			i++
+			continue
+		}
+		if obj[i] != '"' {
+			return nil, 0, 0, false
+		}
+		kStart := i
+		kEnd := skipString(obj, i)
+		if kEnd < 0 {
+			return nil, 0, 0, false
+		}
+		k, ok := keyBytes(obj[kStart:kEnd])
+		if !ok {
+			return nil, 0, 0, false
+		}
+		i = skipSpace(obj, kEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return nil, 0, 0, false
+		}
+		vStart := skipSpace(obj, i+1)
+		vEnd := skipValue(obj, vStart)
+		if vEnd < 0 {
+			return nil, 0, 0, false
+		}
+		if string(k) == key {
+			return obj[vStart:vEnd], kStart, vEnd, true
+		}
+		i = vEnd
+	}
+}
+
+// keyBytes is a quoted key's text: a sub-slice when it has no escapes
+// (no allocation), else decoded.
+func keyBytes(raw []byte) ([]byte, bool) {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], true
+	}
+	var k string
+	if json.Unmarshal(raw, &k) != nil {
+		return nil, false
+	}
+	return []byte(k), true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] ('"').
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index after the JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipString(b, j)
+				if j < 0 {
+					return -1
+				}
+				j--
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\r' && b[j] != '\t' {
+			j++
+		}
+		if j == i {
+			return -1
+		}
+		return j
+	}
+}
+
+// Member returns the raw value of key in the JSON object obj.
+func Member(obj []byte, key string) ([]byte, bool) {
+	v, _, _, ok := member(obj, key)
+	return v, ok
+}
+
+// StringMember returns the string value of key ("" when absent or not a
+// string).
+func StringMember(obj []byte, key string) string {
+	v, ok := Member(obj, key)
+	if !ok || len(v) == 0 || v[0] != '"' {
+		return ""
+	}
+	var s string
+	_ = json.Unmarshal(v, &s)
+	return s
+}
+
+// WithMember returns obj with key set to value (replaced in place, or
+// added first), or obj unchanged when it is not an object.
+func WithMember(obj []byte, key string, value []byte) []byte {
+	if _, start, end, ok := member(obj, key); ok {
+		out := make([]byte, 0, len(obj)-(end-start)+len(key)+len(value)+3)
+		out = append(out, obj[:start]...)
+		out = appendKey(out, key)
+		out = append(out, value...)
+		return append(out, obj[end:]...)
+	}
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return obj
+	}
+	out := make([]byte, 0, len(obj)+len(key)+len(value)+4)
+	out = append(out, obj[:i+1]...)
+	out = appendKey(out, key)
+	out = append(out, value...)
+	if j := skipSpace(obj, i+1); j < len(obj) && obj[j] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, obj[i+1:]...)
+}
+
+// WithoutMember returns obj without key (unchanged when absent).
+func WithoutMember(obj []byte, key string) []byte {
+	_, start, end, ok := member(obj, key)
+	if !ok {
+		return obj
+	}
+	// Take the comma after the member, or else the one before it.
+	j := skipSpace(obj, end)
+	if j < len(obj) && obj[j] == ',' {
+		end = j + 1
+	} else {
+		k := start - 1
+		for k >= 0 && (obj[k] == ' ' || obj[k] == '\t' || obj[k] == '\n' || obj[k] == '\r') {
+			k--
+		}
+		if k >= 0 && obj[k] == ',' {
+			start = k
+		}
+	}
+	out := make([]byte, 0, len(obj)-(end-start))
+	out = append(out, obj[:start]...)
+	return append(out, obj[end:]...)
+}
+
+func appendKey(b []byte, key string) []byte {
+	q, _ := json.Marshal(key)
+	b = append(b, q...)
+	return append(b, ':')
+}
+
+// EachMember calls f with each member's key and its raw text (key, colon
+// and value) of the JSON object obj, in order. Like EachValue, it
+// allocates nothing.
+func EachMember(obj []byte, f func(key, member []byte)) {
+	each(obj, func(key, member, _ []byte) { f(key, member) })
+}
+
+// EachValue calls f with each member's key and raw value of the JSON
+// object obj, in order. The key and value are sub-slices of obj (the key
+// without its quotes, decoded if it has escapes): nothing is allocated.
+func EachValue(obj []byte, f func(key, value []byte)) {
+	each(obj, func(key, _, value []byte) { f(key, value) })
+}
+
+func each(obj []byte, f func(key, member, value []byte)) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return
+		}
+		if obj[i] == ',' {
+			i++
+			continue
+		}
+		if obj[i] != '"' {
+			return
+		}
+		kStart := i
+		kEnd := skipString(obj, i)
+		if kEnd < 0 {
+			return
+		}
+		k, ok := keyBytes(obj[kStart:kEnd])
+		if !ok {
+			return
+		}
+		i = skipSpace(obj, kEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		vStart := skipSpace(obj, i+1)
+		vEnd := skipValue(obj, vStart)
+		if vEnd < 0 {
+			return
+		}
+		f(k, obj[kStart:vEnd], obj[vStart:vEnd])
+		i = vEnd
+	}
+}

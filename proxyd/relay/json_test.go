@@ -1,0 +1,88 @@
+package relay
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestMembers(t *testing.T) {
+	obj := []byte(` { "name" : "echo", "arguments": {"text": "a,}\"b", "n": [1, {"x": 2}]}, "_meta": {"progressToken": 7}, "esc\u0061ped": true } `)
+	tests := []struct {
+		key, want string
+		ok        bool
+	}{
+		{"name", `"echo"`, true},
+		{"arguments", `{"text": "a,}\"b", "n": [1, {"x": 2}]}`, true},
+		{"_meta", `{"progressToken": 7}`, true},
+		{"escaped", `true`, true},
+		{"text", "", false}, // not at the top level
+		{"missing", "", false},
+	}
+	for _, tt := range tests {
+		v, ok := Member(obj, tt.key)
+		if ok != tt.ok || string(v) != tt.want {
+			t.Errorf("Member(%q) = %q, %v; want %q, %v", tt.key, v, ok, tt.want, tt.ok)
+		}
+	}
+	if _, ok := Member([]byte(`[1,2]`), "a"); ok {
+		t.Error("a member of an array")
+	}
+	var keys []string
+	EachValue(obj, func(k, v []byte) { keys = append(keys, string(k)) })
+	if len(keys) != 4 || keys[3] != "escaped" {
+		t.Errorf("EachValue keys %q", keys)
+	}
+}
+
+func TestWithAndWithoutMember(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		edit           func([]byte) []byte
+	}{
+		{"replace", `{"a":1,"b":2}`, `{"a":1,"b":"x"}`, func(b []byte) []byte { return WithMember(b, "b", []byte(`"x"`)) }},
+		{"add", `{"a":1}`, `{"c":true,"a":1}`, func(b []byte) []byte { return WithMember(b, "c", []byte(`true`)) }},
+		{"add to empty", `{ }`, `{"c":true }`, func(b []byte) []byte { return WithMember(b, "c", []byte(`true`)) }},
+		{"remove middle", `{"a":1,"b":2,"c":3}`, `{"a":1,"c":3}`, func(b []byte) []byte { return WithoutMember(b, "b") }},
+		{"remove last", `{"a":1, "b":2}`, `{"a":1}`, func(b []byte) []byte { return WithoutMember(b, "b") }},
+		{"remove only", `{"b":{"x":[1]}}`, `{}`, func(b []byte) []byte { return WithoutMember(b, "b") }},
+		{"remove absent", `{"a":1}`, `{"a":1}`, func(b []byte) []byte { return WithoutMember(b, "z") }},
+		{"legacy result", `{"content":[],"resultType":"complete","isError":false}`, `{"content":[],"isError":false}`, func(b []byte) []byte { return LegacyResult(b) }},
+		{"modern result", `{"content":[]}`, `{"resultType":"complete","content":[]}`, func(b []byte) []byte { return ModernResult(b) }},
+		{"modern result kept", `{"resultType":"input_required"}`, `{"resultType":"input_required"}`, func(b []byte) []byte { return ModernResult(b) }},
+	}
+	for _, tt := range tests {
+		got := tt.edit([]byte(tt.in))
+		if string(got) != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("%s: invalid JSON %s", tt.name, got)
+		}
+	}
+}
+
+func TestCaps(t *testing.T) {
+	tests := []struct {
+		raw                          string
+		sampling, form, url, roots   bool
+		acceptsURLElicit, acceptsAny bool
+	}{
+		{`{}`, false, false, false, false, false, false},
+		{`{"sampling":{},"roots":{"listChanged":true}}`, true, false, false, true, false, false},
+		{`{"elicitation":{}}`, false, true, false, false, false, true},
+		{`{"elicitation":{"url":{}}}`, false, false, true, false, true, true},
+		{`{"elicitation":{"form":{},"url":{}}}`, false, true, true, false, true, true},
+	}
+	for _, tt := range tests {
+		c := ParseCaps(json.RawMessage(tt.raw))
+		if c.Sampling != tt.sampling || c.ElicitForm != tt.form || c.ElicitURL != tt.url || c.Roots != tt.roots {
+			t.Errorf("ParseCaps(%s) = %+v", tt.raw, c)
+		}
+		if got := c.Accepts(MethodElicitation, json.RawMessage(`{"mode":"url","url":"https://x"}`)); got != tt.acceptsURLElicit {
+			t.Errorf("%s: accepts URL elicitation %v", tt.raw, got)
+		}
+		if got := c.acceptsAny(MethodElicitation); got != tt.acceptsAny {
+			t.Errorf("%s: accepts some elicitation %v", tt.raw, got)
+		}
+	}
+}

@@ -1,0 +1,418 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A legacy upstream asks for input in the middle of a call, with a request
+// of its own, and waits for the answer. A modern client cannot take that
+// request: it takes an input_required result and retries its request with
+// the answers. proxyd bridges the two by parking the call: the upstream
+// call keeps running, the client gets the upstream's pending requests in
+// an input_required result with a requestState naming the parked call,
+// and its retry hands the answers to the waiting upstream requests and
+// picks the call up again.
+
+// parkTTL bounds how long a parked call waits for the client's retry.
+const parkTTL = 5 * time.Minute
+
+// maxParked bounds the calls waiting for their clients' retries: each
+// holds an upstream request open.
+const maxParked = 256
+
+// parkPrefix marks the requestState values proxyd issues.
+const parkPrefix = "mcpx1."
+
+func isParkToken(s string) bool { return strings.HasPrefix(s, parkPrefix) }
+
+type parkTable struct {
+	mu    sync.Mutex
+	calls map[string]*parked
+}
+
+func newParkTable() *parkTable { return &parkTable{calls: map[string]*parked{}} }
+
+func (t *parkTable) remove(p *parked) {
+	token := p.currentToken()
+	if token == "" {
+		return
+	}
+	t.mu.Lock()
+	if t.calls[token] == p {
+		delete(t.calls, token)
+	}
+	t.mu.Unlock()
+}
+
+// take claims a parked call for one round; nil when unknown or in use.
+func (t *parkTable) take(token string) *parked {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.calls[token]
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.round != nil {
+		return nil
+	}
+	if p.expiry != nil {
+		p.expiry.Stop()
+	}
+	return p
+}
+
+func (t *parkTable) closeAll() {
+	t.mu.Lock()
+	calls := make([]*parked, 0, len(t.calls))
+	for _, p := range t.calls {
+		calls = append(calls, p)
+	}
+	t.calls = map[string]*parked{}
+	t.mu.Unlock()
+	for _, p := range calls {
+		p.cancel()
+	}
+}
+
+// parked is one upstream call that may wait between a client's rounds.
+type parked struct {
+	token  string
+	method string
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    json.RawMessage
+	err    error
+
+	mu     sync.Mutex
+	round  *handler // the client's current round (nil while parked)
+	caps   Caps     // the client's capabilities, as of its last round
+	asks   map[string]*ask
+	order  []string
+	seq    int
+	wake   chan struct{}
+	expiry *time.Timer
+}
+
+type ask struct {
+	method string
+	params json.RawMessage
+	answer chan json.RawMessage
+}
+
+func newParkToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return parkPrefix + hex.EncodeToString(b)
+}
+
+// park starts a legacy upstream call for a modern client.
+func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Request, peer Peer) (json.RawMessage, error) {
+	// The call outlives the client's request that started it: it keeps the
+	// request's values and deadline, not its cancellation.
+	cctx := context.WithoutCancel(ctx)
+	var cancel context.CancelFunc
+	if dl, ok := ctx.Deadline(); ok {
+		cctx, cancel = context.WithDeadline(cctx, dl)
+	} else {
+		cctx, cancel = context.WithTimeout(cctx, parkTTL)
+	}
+	// The call joins the table (with a token) only when it first waits for
+	// the client: most calls never do.
+	p := &parked{method: ex.Method, name: ex.Name, cancel: cancel,
+		done: make(chan struct{}), asks: map[string]*ask{}, wake: make(chan struct{}, 1), caps: peer.Caps()}
+	ex.Handler = p
+	go func() {
+		defer close(p.done)
+		res, err := up.Relay(cctx, ex)
+		p.res, p.err = res, err
+	}()
+	return r.run(ctx, p, &handler{peer: peer, token: req.ProgressToken, stats: req.Stats})
+}
+
+// resume picks a parked call up again with the client's answers.
+func (r *Relayer) resume(ctx context.Context, token string, req *Request, peer Peer) (json.RawMessage, bool, error) {
+	p := r.parked.take(token)
+	if p == nil {
+		return nil, false, nil
+	}
+	if p.method != req.Exchange.Method || p.name != req.Exchange.Name {
+		r.parked.rearm(p)
+		return nil, true, &RPCError{Code: CodeInvalidParams, Message: "requestState belongs to another request"}
+	}
+	var answers map[string]json.RawMessage
+	if raw, ok := Member(req.Exchange.Params, "inputResponses"); ok {
+		_ = json.Unmarshal(raw, &answers)
+	}
+	p.mu.Lock()
+	p.caps = peer.Caps()
+	for key, a := range answers {
+		if q, ok := p.asks[key]; ok {
+			delete(p.asks, key)
+			req.Stats.addInput(q.method, action(q.method, a, nil))
+			q.answer <- a
+		}
+	}
+	p.mu.Unlock()
+	// Requests still unanswered are asked again at once.
+	p.signal()
+	res, err := r.run(ctx, p, &handler{peer: peer, token: req.ProgressToken, stats: req.Stats})
+	return res, true, err
+}
+
+// run attaches a client round to p and waits until the call completes,
+// needs input, or the client goes away.
+func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessage, error) {
+	p.mu.Lock()
+	p.round = h
+	p.mu.Unlock()
+	detach := func() {
+		p.mu.Lock()
+		p.round = nil
+		p.mu.Unlock()
+	}
+	for {
+		select {
+		case <-p.done:
+			detach()
+			r.parked.remove(p)
+			if p.err != nil {
+				return nil, p.err
+			}
+			return ModernResult(p.res), nil
+		case <-p.wake:
+			if !p.hasAsks() {
+				continue
+			}
+			// Requests the upstream sends together are asked together: wait
+			// until no more arrive for a moment.
+			if done := p.gather(ctx); done {
+				continue // the call completed or the client left: handled above
+			}
+			detach()
+			res, missing := p.inputRequired()
+			if missing != "" {
+				// The upstream needs what the client did not declare: a
+				// modern server answers that with -32021.
+				p.cancel()
+				r.parked.remove(p)
+				h.stats.addInput(missingMethod(missing), "refused")
+				return nil, &RPCError{Code: CodeMissingCapability, Message: fmt.Sprintf("missing required client capability: %q", missing)}
+			}
+			if !r.parked.rekey(p) {
+				p.cancel()
+				return nil, fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
+			}
+			res = WithMember(res, "requestState", strconv.AppendQuote(nil, p.currentToken()))
+			recordRequests(res, h.stats, "asked")
+			return res, nil
+		case <-ctx.Done():
+			// The client cancelled or went away during its round.
+			detach()
+			p.cancel()
+			r.parked.remove(p)
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// gatherWait is how long a round waits for more of the upstream's
+// requests after one arrives; gatherMax bounds the whole wait.
+const (
+	gatherWait = 10 * time.Millisecond
+	gatherMax  = 100 * time.Millisecond
+)
+
+// gather waits until the upstream has sent the requests it sends at once;
+// true when the call completed or the client left meanwhile.
+func (p *parked) gather(ctx context.Context) bool {
+	deadline := time.NewTimer(gatherMax)
+	defer deadline.Stop()
+	for {
+		quiet := time.NewTimer(gatherWait)
+		select {
+		case <-p.wake:
+			quiet.Stop()
+			continue
+		case <-quiet.C:
+			return false
+		case <-deadline.C:
+			quiet.Stop()
+			return false
+		case <-p.done:
+			quiet.Stop()
+			p.signal() // let run see the outcome
+			return true
+		case <-ctx.Done():
+			quiet.Stop()
+			return true
+		}
+	}
+}
+
+func (p *parked) hasAsks() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.asks) > 0
+}
+
+// rekey gives p a new token for its next round, so every input_required
+// carries a requestState of its own; false when too many calls wait for
+// their clients already.
+func (t *parkTable) rekey(p *parked) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.mu.Lock()
+	old := p.token
+	p.mu.Unlock()
+	if old == "" && len(t.calls) >= maxParked {
+		return false
+	}
+	token := newParkToken()
+	p.mu.Lock()
+	p.token = token
+	p.mu.Unlock()
+	delete(t.calls, old)
+	t.calls[token] = p
+	t.rearmLocked(p)
+	return true
+}
+
+func (p *parked) currentToken() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.token
+}
+
+// rearm parks p (again) until the client's retry, at most parkTTL.
+func (t *parkTable) rearm(p *parked) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rearmLocked(p)
+}
+
+func (t *parkTable) rearmLocked(p *parked) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.expiry != nil {
+		p.expiry.Stop()
+	}
+	p.expiry = time.AfterFunc(parkTTL, func() {
+		p.cancel()
+		t.remove(p)
+	})
+}
+
+// inputRequired is the result asking the client for p's pending requests
+// it can answer; the requests it cannot are held back. missing names a
+// capability the upstream needs that the client did not declare, when
+// every pending request needs one.
+func (p *parked) inputRequired() (json.RawMessage, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reqs := make(map[string]json.RawMessage, len(p.asks))
+	missing := ""
+	for _, key := range p.order {
+		q, ok := p.asks[key]
+		if !ok {
+			continue
+		}
+		if !p.caps.Accepts(q.method, q.params) {
+			if missing == "" {
+				missing = capabilityOf(q.method)
+			}
+			continue
+		}
+		b, _ := json.Marshal(struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params,omitempty"`
+		}{q.method, q.params})
+		reqs[key] = b
+	}
+	if len(reqs) > 0 {
+		missing = ""
+	}
+	body, _ := json.Marshal(struct {
+		ResultType    string                     `json:"resultType"`
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+	}{resultInputRequired, reqs})
+	return body, missing
+}
+
+// capabilityOf names the client capability behind a request method.
+func capabilityOf(method string) string {
+	switch method {
+	case MethodSampling:
+		return "sampling"
+	case MethodRoots:
+		return "roots"
+	}
+	return "elicitation"
+}
+
+func missingMethod(capability string) string {
+	switch capability {
+	case "sampling":
+		return MethodSampling
+	case "roots":
+		return MethodRoots
+	}
+	return MethodElicitation
+}
+
+func (p *parked) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Notify passes the upstream's notification to the client's current
+// round; while parked there is nobody to pass it to.
+func (p *parked) Notify(method string, params json.RawMessage) {
+	p.mu.Lock()
+	h := p.round
+	p.mu.Unlock()
+	if h != nil {
+		h.Notify(method, params)
+	}
+}
+
+func (p *parked) Accepts(method string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.caps.acceptsAny(method)
+}
+
+// Ask holds the upstream's request until a round of the client answers it.
+// A request the client did not declare the capability for is held back
+// too: if nothing else is pending, the round ends with -32021.
+func (p *parked) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	p.mu.Lock()
+	p.seq++
+	key := "mcpx-" + strconv.Itoa(p.seq)
+	q := &ask{method: method, params: params, answer: make(chan json.RawMessage, 1)}
+	p.asks[key] = q
+	p.order = append(p.order, key)
+	p.mu.Unlock()
+	p.signal()
+	select {
+	case a := <-q.answer:
+		return a, nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		delete(p.asks, key)
+		p.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,182 @@
+// Package relay carries one client request through proxyd to one upstream
+// and back, across protocol eras: the upstream's notifications to the
+// client that made the request, the upstream's requests for input to that
+// client (as server requests to a legacy client, as multi-round-trip
+// results to a modern one), and the client's answers back. It knows
+// neither HTTP nor the MCP library: the upstream connection and the
+// client's side are interfaces (see docs/relaying.md).
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Exchange is one request relayed to an upstream on a client's behalf:
+// its params pass as the client sent them, and what the upstream sends
+// back for it (notifications, requests of its own) goes to Handler.
+type Exchange struct {
+	Method string
+	// Name is what the Mcp-Name header carries: the tool or prompt name or
+	// the resource URI ("" for methods without one).
+	Name string
+	// Params is the request's params as a JSON object without _meta (nil:
+	// none); the upstream connection adds _meta for its era.
+	Params json.RawMessage
+	// Meta holds the client's own _meta members to pass on, as a JSON
+	// object (nil: none). The era's keys and progressToken are not in it.
+	Meta json.RawMessage
+	// Progress: the client asked for progress; proxyd issues a token of its
+	// own upstream and Handler gets the notifications with that token.
+	Progress bool
+	// ClientCaps are the client's capabilities (JSON), told to a modern
+	// upstream; nil means proxyd's own.
+	ClientCaps json.RawMessage
+	// LogLevel is the client's log level, told to a modern upstream.
+	LogLevel string
+	// Handler receives what the upstream sends for this request; nil drops
+	// notifications and refuses the upstream's requests.
+	Handler Handler
+}
+
+// Handler is the client side of one exchange, as the upstream connection
+// sees it.
+type Handler interface {
+	// Notify passes a notification of the upstream for this request. A
+	// progress notification still carries proxyd's token.
+	Notify(method string, params json.RawMessage)
+	// Accepts reports whether the client can answer a request of method
+	// (it declared the capability).
+	Accepts(method string) bool
+	// Ask puts the upstream's request to the client and returns the
+	// client's result, or an *RPCError to answer with.
+	Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// RPCError is a JSON-RPC error, code kept (the MCP library turns
+// non-standard codes into plain text).
+type RPCError struct {
+	Code    int
+	Message string
+	Data    json.RawMessage
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("upstream answered JSON-RPC error %d: %s", e.Code, e.Message)
+}
+
+// JSON-RPC error codes used here.
+const (
+	CodeInvalidParams  = -32602
+	CodeMethodNotFound = -32601
+	CodeInternal       = -32603
+	// CodeMissingCapability: the request needs a client capability the
+	// client did not declare (modern era).
+	CodeMissingCapability = -32021
+)
+
+// Methods of the upstream's requests for input.
+const (
+	MethodSampling    = "sampling/createMessage"
+	MethodElicitation = "elicitation/create"
+	MethodRoots       = "roots/list"
+	MethodProgress    = "notifications/progress"
+	MethodMessage     = "notifications/message"
+	MethodCancelled   = "notifications/cancelled"
+)
+
+// Upstream is the connection a request is relayed to.
+type Upstream interface {
+	Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
+	// Modern reports whether the upstream speaks the modern era (answers
+	// with input_required results rather than requests of its own).
+	Modern() bool
+}
+
+// Peer is the client side of one relayed request.
+type Peer interface {
+	// Modern: the client speaks the modern era; it takes input_required
+	// results, not requests.
+	Modern() bool
+	// Caps are the client's declared capabilities.
+	Caps() Caps
+	// Notify sends the client a notification (a progress notification
+	// already carries the client's own token).
+	Notify(method string, params json.RawMessage)
+	// Ask sends the client a request and waits for its result (legacy
+	// clients); an *RPCError is the client's error answer.
+	Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+}
+
+// Caps are what a client declared it can answer.
+type Caps struct {
+	Sampling   bool
+	ElicitForm bool
+	ElicitURL  bool
+	Roots      bool
+	// Raw is the declaration as the client sent it (nil: none).
+	Raw json.RawMessage
+}
+
+// ParseCaps reads a client capabilities object. An elicitation capability
+// without modes means form mode (the 2025-06-18 form of the declaration).
+func ParseCaps(raw json.RawMessage) Caps {
+	var c struct {
+		Sampling    json.RawMessage `json:"sampling"`
+		Roots       json.RawMessage `json:"roots"`
+		Elicitation *struct {
+			Form json.RawMessage `json:"form"`
+			URL  json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &c) != nil {
+		return Caps{}
+	}
+	present := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
+	caps := Caps{Sampling: present(c.Sampling), Roots: present(c.Roots), Raw: raw}
+	if c.Elicitation != nil {
+		caps.ElicitForm = present(c.Elicitation.Form) || !present(c.Elicitation.URL)
+		caps.ElicitURL = present(c.Elicitation.URL)
+	}
+	return caps
+}
+
+// Accepts reports whether a client with these capabilities can answer a
+// request of method with params.
+func (c Caps) Accepts(method string, params json.RawMessage) bool {
+	switch method {
+	case MethodSampling:
+		return c.Sampling
+	case MethodRoots:
+		return c.Roots
+	case MethodElicitation:
+		if elicitationMode(params) == "url" {
+			return c.ElicitURL
+		}
+		return c.ElicitForm
+	}
+	return false
+}
+
+// acceptsAny reports whether the client can answer some request of method.
+func (c Caps) acceptsAny(method string) bool {
+	if method == MethodElicitation {
+		return c.ElicitForm || c.ElicitURL
+	}
+	return c.Accepts(method, nil)
+}
+
+func elicitationMode(params json.RawMessage) string {
+	var p struct {
+		Mode string `json:"mode"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Mode
+}
+
+// Refusal is the answer to a request of the upstream the client did not
+// declare the capability for.
+func Refusal(method string) *RPCError {
+	return &RPCError{Code: CodeMethodNotFound, Message: fmt.Sprintf("the client does not support %s (it did not declare the capability)", method)}
+}

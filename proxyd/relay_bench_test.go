@@ -1,0 +1,67 @@
+package proxyd
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+)
+
+// BenchmarkRelayCall is one tools/call through the endpoint per era
+// combination, from a plain HTTP client: a profile of the call path ('make
+// bench' compares it with a bare reverse proxy).
+func BenchmarkRelayCall(b *testing.B) {
+	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fx.Close()
+	td := startDaemon(b, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fxl\n    url: %s\n    protocol: legacy\n  - name: fxm\n    url: %s\n    protocol: modern\n", fx.URL(), fx.URL()))
+	waitReady(b, td, "fxl")
+	waitReady(b, td, "fxm")
+	url, token := endpoint(b, td)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	post := func(body string, h map[string]string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, out
+	}
+	resp, _ := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`, nil)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, legacy)
+	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+	for _, cb := range []struct{ name, tool string }{{"legacy-legacy", "fxl__echo"}, {"legacy-modern", "fxm__echo"}, {"modern-legacy", "fxl__echo"}, {"modern-modern", "fxm__echo"}} {
+		b.Run(cb.name, func(b *testing.B) {
+			h, body := legacy, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+cb.tool+`","arguments":{"text":"benchmark payload"}}}`
+			if strings.HasPrefix(cb.name, "modern") {
+				h = map[string]string{"Mcp-Name": cb.tool}
+				for k, v := range modern {
+					h[k] = v
+				}
+				body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + cb.tool + `","arguments":{"text":"benchmark payload"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, out := post(body, h); !bytes.Contains(out, []byte("benchmark payload")) {
+					b.Fatalf("answer %s", out)
+				}
+			}
+		})
+	}
+}

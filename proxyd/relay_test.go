@@ -1,0 +1,405 @@
+package proxyd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/activity"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
+)
+
+// relayUpstream is an MCP server (the MCP library's, on loopback) with one
+// tool per relayed feature: progress and log messages, elicitation and
+// sampling asked the modern way (the library performs the old requests for
+// a legacy client), a call that waits to be cancelled, a prompt with a
+// completion, a resource and a template.
+type relayUpstream struct {
+	url       string
+	mu        sync.Mutex
+	started   int
+	cancelled int
+}
+
+func (u *relayUpstream) cancels() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.cancelled
+}
+
+func (u *relayUpstream) slowStarted() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.started
+}
+
+func startRelayUpstream(t *testing.T) *relayUpstream {
+	t.Helper()
+	u := &relayUpstream{}
+	s := server.NewMCPServer("relay-upstream", "1.0.0",
+		server.WithToolCapabilities(false), server.WithLogging(), server.WithPromptCapabilities(false),
+		server.WithResourceCapabilities(true, false), server.WithCompletions(),
+		server.WithPromptCompletionProvider(nameCompletions{}))
+	s.AddTool(mcp.NewTool("progress", mcp.WithReadOnlyHintAnnotation(true)), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		srv := server.ServerFromContext(ctx)
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			for i := 1; i <= 2; i++ {
+				_ = srv.SendNotificationToClient(ctx, "notifications/progress", map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": i, "total": 2})
+			}
+		}
+		_ = srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelInfo, "relay-upstream", "working"))
+		// The library's server drops a notification its stream writer has
+		// taken but not written when the handler returns at that moment;
+		// a tool that works a little after its last notification is what
+		// real tools look like and keeps that race out of this test.
+		time.Sleep(20 * time.Millisecond)
+		return mcp.NewToolResultText("done"), nil
+	})
+	s.AddTool(mcp.NewTool("ask"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if r := server.ElicitationResponse(req.Params.InputResponses, "who"); r != nil {
+			content, _ := json.Marshal(r.Content)
+			return mcp.NewToolResultText(fmt.Sprintf("action=%s content=%s state=%s", r.Action, content, req.Params.RequestState)), nil
+		}
+		return server.NewInputRequestBuilder("state-1").Elicit("who", mcp.ElicitationParams{
+			Message:         "Who are you?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
+		}).ToolResult(), nil
+	})
+	s.AddTool(mcp.NewTool("sample"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if r := server.SamplingResponse(req.Params.InputResponses, "llm"); r != nil {
+			return mcp.NewToolResultText(fmt.Sprintf("model=%s", r.Model)), nil
+		}
+		return server.NewInputRequestBuilder("").Sample("llm", mcp.CreateMessageParams{
+			Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("hi")}},
+			MaxTokens: 10,
+		}).ToolResult(), nil
+	})
+	s.AddTool(mcp.NewTool("slow", mcp.WithReadOnlyHintAnnotation(true)), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		u.mu.Lock()
+		u.started++
+		u.mu.Unlock()
+		<-ctx.Done()
+		u.mu.Lock()
+		u.cancelled++
+		u.mu.Unlock()
+		return nil, ctx.Err()
+	})
+	s.AddTool(mcp.NewTool("touch"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		server.ServerFromContext(ctx).SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": "test://static"})
+		return mcp.NewToolResultText("touched"), nil
+	})
+	s.AddTool(mcp.NewTool("rpcerror"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, errors.New("boom")
+	})
+	s.AddPrompt(mcp.NewPrompt("greet", mcp.WithArgument("name")), func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return mcp.NewGetPromptResult("greeting", []mcp.PromptMessage{
+			mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("Hello "+req.Params.Arguments["name"])),
+		}), nil
+	})
+	s.AddResource(mcp.NewResource("test://static", "static", mcp.WithMIMEType("text/plain")), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "static text"}}, nil
+	})
+	s.AddResourceTemplate(mcp.NewResourceTemplate("test://item/{id}", "item"), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "item " + req.Params.URI}}, nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: server.NewStreamableHTTPServer(s, server.WithStateful(true)), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	u.url = "http://" + ln.Addr().String() + "/mcp"
+	return u
+}
+
+type nameCompletions struct{}
+
+func (nameCompletions) CompletePromptArgument(_ context.Context, prompt string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
+	if prompt != "greet" {
+		return nil, fmt.Errorf("no prompt %q", prompt)
+	}
+	return &mcp.Completion{Values: []string{"Ada", "Alan"}}, nil
+}
+
+// eras are the four combinations of client era and upstream era.
+var eras = []struct {
+	name     string
+	client   string // protocol version the client speaks
+	upstream string // the server's protocol setting
+}{
+	{"legacy-client/legacy-upstream", mcp.ProtocolVersion20251125, "legacy"},
+	{"legacy-client/modern-upstream", mcp.ProtocolVersion20251125, "modern"},
+	{"modern-client/legacy-upstream", mcp.LATEST_PROTOCOL_VERSION, "legacy"},
+	{"modern-client/modern-upstream", mcp.LATEST_PROTOCOL_VERSION, "modern"},
+}
+
+// relayClient opens a client of the given era on proxyd's endpoint, with
+// the given handlers, recording the notifications it gets.
+type relayClient struct {
+	*client.Client
+	mu    sync.Mutex
+	notes []mcp.JSONRPCNotification
+}
+
+// clientTag is how activity records name this client.
+func (c *relayClient) clientTag() string {
+	if id := c.GetSessionId(); id != "" {
+		return "session:" + id[:8]
+	}
+	return "mcp"
+}
+
+func (c *relayClient) notifications(method string) []mcp.JSONRPCNotification {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []mcp.JSONRPCNotification
+	for _, n := range c.notes {
+		if n.Method == method {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func dialRelay(t *testing.T, td *testDaemon, version string, opts ...client.ClientOption) *relayClient {
+	t.Helper()
+	url, token := endpoint(t, td)
+	topts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token})}
+	if !mcp.IsModernProtocol(version) {
+		// A legacy client hears of resource updates on its GET stream.
+		//lint:ignore SA1019 the legacy era's GET stream is what is tested
+		topts = append(topts, transport.WithContinuousListening())
+	}
+	tr, err := transport.NewStreamableHTTP(url, topts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append(opts, client.WithProtocolVersion(version))
+	if !mcp.IsModernProtocol(version) {
+		//lint:ignore SA1019 a legacy-era client is one of the peers tested
+		opts = append(opts, client.WithLegacyProtocolOnly())
+	}
+	rc := &relayClient{Client: client.NewClient(tr, opts...)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Start's context bounds the client's GET stream: the client's life.
+	if err := rc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	rc.OnNotification(func(n mcp.JSONRPCNotification) {
+		rc.mu.Lock()
+		rc.notes = append(rc.notes, n)
+		rc.mu.Unlock()
+	})
+	res, err := rc.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "relay-test", Version: "1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ProtocolVersion != version {
+		t.Fatalf("client speaks %s, want %s", res.ProtocolVersion, version)
+	}
+	return rc
+}
+
+type elicitor struct {
+	mu    sync.Mutex
+	asked int
+}
+
+func (e *elicitor) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	e.mu.Lock()
+	e.asked++
+	e.mu.Unlock()
+	if req.Params.Message != "Who are you?" {
+		return nil, fmt.Errorf("unexpected message %q", req.Params.Message)
+	}
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"name": "Ada"}}}, nil
+}
+
+type sampler struct{}
+
+func (sampler) CreateMessage(context.Context, mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	return &mcp.CreateMessageResult{SamplingMessage: mcp.SamplingMessage{Role: mcp.RoleAssistant, Content: mcp.NewTextContent("sampled")}, Model: "test-model"}, nil
+}
+
+func toolText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestRelayEveryEra(t *testing.T) {
+	up := startRelayUpstream(t)
+	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n  - name: modern\n    url: %s\n    protocol: modern\n", up.url, up.url))
+	waitReady(t, td, "legacy")
+	waitReady(t, td, "modern")
+	waitListed(t, td, "modern__progress")
+	waitListed(t, td, "legacy__progress")
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			srv := era.upstream
+			el := &elicitor{}
+			c := dialRelay(t, td, era.client, client.WithElicitationHandler(el), client.WithSamplingHandler(sampler{}))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+
+			t.Run("progress and log messages", func(t *testing.T) {
+				//lint:ignore SA1019 logging is relayed in both eras
+				if err := c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
+					t.Fatal(err)
+				}
+				req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__progress", Meta: &mcp.Meta{ProgressToken: "client-token-7"}}}
+				res, err := c.CallTool(ctx, req)
+				if err != nil || toolText(t, res) != "done" {
+					t.Fatalf("call: %v %+v", err, res)
+				}
+				progress := c.notifications("notifications/progress")
+				if len(progress) != 2 {
+					t.Fatalf("%d progress notifications, want 2: %+v", len(progress), progress)
+				}
+				for _, n := range progress {
+					if tok := n.Params.AdditionalFields["progressToken"]; tok != "client-token-7" {
+						t.Errorf("progress token %v, want the client's own", tok)
+					}
+				}
+				if msgs := c.notifications("notifications/message"); len(msgs) != 1 {
+					t.Errorf("%d log messages, want 1", len(msgs))
+				}
+			})
+			t.Run("elicitation", func(t *testing.T) {
+				res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__ask"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := toolText(t, res); !strings.Contains(got, `action=accept content={"name":"Ada"}`) {
+					t.Fatalf("result %q", got)
+				}
+				if el.asked != 1 {
+					t.Fatalf("the client was asked %d times", el.asked)
+				}
+			})
+			t.Run("sampling", func(t *testing.T) {
+				res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__sample"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := toolText(t, res); got != "model=test-model" {
+					t.Fatalf("result %q", got)
+				}
+			})
+			t.Run("cancellation", func(t *testing.T) {
+				before, started := up.cancels(), up.slowStarted()
+				cctx, ccancel := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() {
+					_, err := c.CallTool(cctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__slow"}})
+					done <- err
+				}()
+				waitfor.True(t, 10*time.Second, "the call to reach the upstream", func() bool { return up.slowStarted() > started })
+				ccancel()
+				<-done
+				waitfor.Cond(t, 10*time.Second, "the upstream to see the cancellation", func() (bool, string) {
+					return up.cancels() > before, fmt.Sprintf("%d cancellations", up.cancels()-before)
+				})
+			})
+			t.Run("resource subscription", func(t *testing.T) {
+				before := len(c.notifications(mcp.MethodNotificationResourceUpdated))
+				if mcp.IsModernProtocol(era.client) {
+					lctx, stop := context.WithCancel(ctx)
+					defer stop()
+					go func() { _ = c.Listen(lctx, mcp.SubscriptionFilter{ResourceSubscriptions: []string{"test://static"}}) }()
+					waitfor.True(t, 10*time.Second, "the listen acknowledgement", func() bool {
+						return len(c.notifications(mcp.MethodNotificationSubscriptionsAcknowledged)) > 0
+					})
+				} else {
+					//lint:ignore SA1019 the legacy era's resources/subscribe is what is tested
+					if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "test://static"}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if srv == "modern" {
+					return // the library's server cannot send updates to a modern listen stream
+				}
+				if _, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__touch"}}); err != nil {
+					t.Fatal(err)
+				}
+				waitfor.True(t, 10*time.Second, "notifications/resources/updated", func() bool {
+					return len(c.notifications(mcp.MethodNotificationResourceUpdated)) > before
+				})
+				n := c.notifications(mcp.MethodNotificationResourceUpdated)[before]
+				if n.Params.AdditionalFields["uri"] != "test://static" {
+					t.Fatalf("update %+v", n)
+				}
+			})
+			t.Run("activity", func(t *testing.T) {
+				// What the relayed calls saw, as `mcpx activity show` prints it.
+				var progress, ask, slow *activity.Record
+				waitfor.Cond(t, 10*time.Second, "the calls' activity records", func() (bool, string) {
+					recs := listActivity(t, td)
+					progress, ask, slow = nil, nil, nil
+					for i := range recs {
+						r := &recs[i]
+						if r.Server != srv || !strings.HasPrefix(r.Client, c.clientTag()) {
+							continue
+						}
+						switch {
+						case r.Tool == "progress" && progress == nil:
+							progress = r
+						case r.Tool == "ask" && strings.Contains(r.Inputs, "accept") && ask == nil:
+							ask = r
+						case r.Tool == "slow" && slow == nil:
+							slow = r
+						}
+					}
+					return progress != nil && ask != nil && slow != nil, fmt.Sprintf("%d records", len(recs))
+				})
+				if progress.Progress != 2 {
+					t.Errorf("progress record counts %d notifications, want 2", progress.Progress)
+				}
+				if ask.Inputs != "elicitation/create=accept" {
+					t.Errorf("ask record inputs %q", ask.Inputs)
+				}
+				if slow.ErrorClass != "cancelled" || slow.FaultDomain != "client" {
+					t.Errorf("cancelled call recorded as %s/%s", slow.ErrorClass, slow.FaultDomain)
+				}
+			})
+			t.Run("prompt, completion, resources", func(t *testing.T) {
+				p, err := c.GetPrompt(ctx, mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: srv + "__greet", Arguments: map[string]string{"name": "Ada"}}})
+				if err != nil || len(p.Messages) != 1 {
+					t.Fatalf("prompt: %v %+v", err, p)
+				}
+				if tc, ok := p.Messages[0].Content.(mcp.TextContent); !ok || tc.Text != "Hello Ada" {
+					t.Fatalf("prompt message %+v", p.Messages[0])
+				}
+				comp, err := c.Complete(ctx, mcp.CompleteRequest{Params: mcp.CompleteParams{Ref: mcp.PromptReference{Type: "ref/prompt", Name: srv + "__greet"}, Argument: mcp.CompleteArgument{Name: "name", Value: "A"}}})
+				if err != nil || len(comp.Completion.Values) != 2 {
+					t.Fatalf("completion: %v %+v", err, comp)
+				}
+				r, err := c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "test://item/42"}})
+				if err != nil || len(r.Contents) != 1 {
+					t.Fatalf("template read: %v %+v", err, r)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,135 @@
+package proxyd
+
+import (
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+	"github.com/mcpx-dev/mcpx/proxyd/upstream"
+)
+
+func (d *Daemon) status() api.Status {
+	s := api.Status{
+		Version:       d.opts.Version,
+		PID:           os.Getpid(),
+		StartedAt:     d.started,
+		UptimeSeconds: time.Since(d.started).Seconds(),
+		Socket:        d.opts.Socket,
+		Listen:        d.listen,
+		MCPURL:        "http://" + d.listen + "/mcp",
+		ConfigPath:    d.opts.ConfigPath,
+		StateDir:      d.opts.StateDir,
+		StateDB:       d.db.Engine() + ":" + d.db.Path(),
+		Replica:       d.opts.Replica,
+		MetricsListen: d.metricsAddr,
+		Servers:       []api.ServerStatus{},
+	}
+	d.cfgMu.RLock()
+	if d.cfgErr != nil {
+		s.ConfigError = d.cfgErr.Error()
+	}
+	d.cfgMu.RUnlock()
+	for _, c := range d.mgr.List() {
+		s.Servers = append(s.Servers, d.serverStatus(c))
+	}
+	return s
+}
+
+func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
+	st := c.Status()
+	st.Warnings = d.naming().OmittedBy(c.Name())
+	h := d.health.Snapshot(c.Name())
+	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
+	if st.State == api.StateReady && h.Degraded {
+		st.State = api.StateDegraded
+		st.Summary = h.Summary
+	}
+	return st
+}
+
+func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, d.status())
+}
+
+func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
+	want := r.URL.Query().Get("server")
+	out := []api.Tool{}
+	found := want == ""
+	naming := d.naming()
+	for _, c := range d.mgr.List() {
+		if want != "" && c.Name() != want {
+			continue
+		}
+		found = true
+		cfg := c.Config()
+		for _, t := range c.Tools() {
+			tool := api.Tool{
+				Server: c.Name(), Name: t.Name, Exposed: downstream.ExposedName(c.Name(), cfg.ExposedPrefix(), t.Name),
+				Title: t.Title, Description: t.Description, ReadOnly: t.ReadOnly(), Destructive: t.Destructive(),
+				InputSchema: t.RawInputSchema,
+			}
+			if e, held := naming.Tools[tool.Exposed]; held && e != (downstream.Entry{Server: c.Name(), Name: t.Name}) {
+				tool.LeftOut = "the name is already exposed by server " + e.Server
+			}
+			out = append(out, tool)
+		}
+	}
+	if !found {
+		return d.noServer(want)
+	}
+	return writeJSON(w, out)
+}
+
+func (d *Daemon) handleReload(w http.ResponseWriter, r *http.Request) error {
+	res, err := d.reload()
+	if err != nil {
+		return invalidConfig("config not reloaded, the running configuration stays: %v", err)
+	}
+	return writeJSON(w, res)
+}
+
+func (d *Daemon) handleShutdown(w http.ResponseWriter, r *http.Request) error {
+	if err := writeJSON(w, api.ShutdownResponse{Status: "stopping"}); err != nil {
+		return err
+	}
+	d.requestShutdown()
+	return nil
+}
+
+func (d *Daemon) handleConnectInfo(w http.ResponseWriter, r *http.Request) error {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "mcpx"
+	}
+	return writeJSON(w, api.ConnectInfo{
+		URL:          "http://" + d.listen + "/mcp",
+		Header:       "Authorization: Bearer " + d.token,
+		TokenFile:    d.opts.StateDir + "/" + TokenFile,
+		StdioCommand: []string{exe, "--socket", d.opts.Socket, "stdio"},
+	})
+}
+
+// handleHealth answers for every live replica sharing the state: this
+// one's servers live, the others' as they last published them.
+func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
+	want := r.URL.Query().Get("server")
+	replicas := api.SplitList(r.URL.Query()["replica"])
+	out := []api.ServerStatus{}
+	known := false
+	for _, st := range d.replicaServers(r.Context()) {
+		if want != "" && st.Name != want {
+			continue
+		}
+		known = true
+		if len(replicas) == 0 || slices.Contains(replicas, st.Replica) {
+			out = append(out, st)
+		}
+	}
+	if want != "" && !known {
+		return d.noServer(want)
+	}
+	return writeJSON(w, out)
+}

@@ -1,0 +1,158 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// CallResult is a tools/call answered by the upstream (which may itself
+// report isError). The result is kept as it came; the typed form is
+// decoded only when someone needs it (the fast path never does).
+type CallResult struct {
+	Raw     json.RawMessage
+	IsError bool
+
+	once  sync.Once
+	typed *mcp.CallToolResult
+	err   error
+}
+
+// NewCallResult wraps a tools/call result as it came; isError is read
+// from its top level without decoding the rest.
+func NewCallResult(raw json.RawMessage) *CallResult {
+	v, _ := relay.Member(raw, "isError")
+	return &CallResult{Raw: raw, IsError: string(v) == "true"}
+}
+
+// Typed decodes the result for the MCP library.
+func (r *CallResult) Typed() (*mcp.CallToolResult, error) {
+	r.once.Do(func() {
+		r.typed, r.err = mcp.ParseCallToolResult(&r.Raw)
+		if r.err != nil {
+			r.err = fmt.Errorf("decoding tools/call result: %w", r.err)
+		}
+	})
+	return r.typed, r.err
+}
+
+// CallTool calls a tool with args (a JSON object or nil) for a caller
+// that takes no notifications or requests of the upstream (drills).
+func (c *Conn) CallTool(ctx context.Context, name string, args json.RawMessage) (*CallResult, error) {
+	params, err := CallParams(name, args)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.Relay(ctx, &Exchange{Method: string(mcp.MethodToolsCall), Name: name, Params: params})
+	if err != nil {
+		return nil, err
+	}
+	return NewCallResult(raw), nil
+}
+
+// GetPrompt forwards prompts/get (retried once after a re-established session).
+func (c *Conn) GetPrompt(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	var res *mcp.GetPromptResult
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		var err error
+		res, err = cl.GetPrompt(ctx, req)
+		return err
+	})
+	return res, err
+}
+
+// ReadResource forwards resources/read (retried once after a re-established session).
+func (c *Conn) ReadResource(ctx context.Context, req mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	var res *mcp.ReadResourceResult
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		var err error
+		res, err = cl.ReadResource(ctx, req)
+		return err
+	})
+	return res, err
+}
+
+// Ping sends ping (retried once after a re-established session).
+func (c *Conn) Ping(ctx context.Context) error {
+	return c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		//lint:ignore SA1019 ping is the legacy era's liveness check; on a modern connection it sends nothing
+		return cl.Ping(ctx)
+	})
+}
+
+// ListTools lists the server's tools now (retried once after a
+// re-established session) and makes the result the tool baseline.
+func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
+	var tools []Tool
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		w := c.wire
+		c.mu.RUnlock()
+		var err error
+		tools, err = listToolsRaw(ctx, cl, w)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	tools = c.usable(tools)
+	c.mu.Lock()
+	changed := !sameTools(c.tools, tools)
+	c.tools = tools
+	c.mu.Unlock()
+	if changed {
+		c.opts.changed(c.name)
+	}
+	return tools, nil
+}
+
+// logLevels orders the log levels of logging/setLevel (RFC 5424).
+var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// WantLevel makes a legacy upstream send log messages at level or above:
+// its session has one level for all of proxyd's clients, so it gets the
+// most verbose level any client asked for, and each client's messages are
+// filtered to its own. Modern upstreams take the level with each request.
+func (c *Conn) WantLevel(ctx context.Context, level string) {
+	rank, ok := logLevels[level]
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	cur, set := logLevels[c.level]
+	if set && cur <= rank {
+		c.mu.Unlock()
+		return
+	}
+	c.level = level
+	c.mu.Unlock()
+	c.applyLevel(ctx)
+}
+
+// applyLevel sends the wanted level to a legacy upstream that logs (after
+// a change, a connect or a re-established session).
+func (c *Conn) applyLevel(ctx context.Context) {
+	c.mu.RLock()
+	level, era, logs := c.level, c.era, c.caps.Logging != nil
+	c.mu.RUnlock()
+	if level == "" || era != EraLegacy || !logs {
+		return
+	}
+	params, _ := json.Marshal(map[string]string{"level": level})
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		w := c.wire
+		c.mu.RUnlock()
+		_, err := rawRequest(ctx, cl, w, string(mcp.MethodSetLogLevel), "", nil, params)
+		return err
+	})
+	if err != nil {
+		c.opts.logger().Warn("setting the upstream's log level", "server", c.name, "level", level, "err", err)
+	}
+}

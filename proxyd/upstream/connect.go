@@ -1,0 +1,307 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// clientInfo is how proxyd introduces itself upstream.
+func (c *Conn) clientInfo() mcp.Implementation {
+	return mcp.Implementation{Name: "mcpx-proxyd", Version: c.opts.Version}
+}
+
+func (c *Conn) legacyPinned() bool {
+	p := c.cfg.EffectiveProtocol()
+	return p == config.ProtocolLegacy || (p == config.ProtocolAuto && c.legacySeen.Load())
+}
+
+// wrappers are the configured layers plus the session layer, innermost.
+func (c *Conn) wrappers() []Wrapper {
+	ws := append([]Wrapper(nil), c.opts.wrappers()...)
+	return append(ws, func(_ string, next http.RoundTripper) http.RoundTripper {
+		return &sessionTransport{next: next, conn: c}
+	})
+}
+
+func (c *Conn) newTransport() (transport.Interface, error) {
+	s := c.cfg
+	// Header references are resolved at each connect, kept in memory only.
+	hdrs, err := s.ResolvedHeaders()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.hdrs = hdrs
+	c.mu.Unlock()
+	switch s.EffectiveTransport() {
+	case config.TransportStdio:
+		env := childEnv(s.Env)
+		stderr := c.child.tee(c.opts.stderr(c.name))
+		return transport.NewStdioWithOptions(s.Command, env, s.Args,
+			transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+				cmd := exec.CommandContext(ctx, command, args...)
+				cmd.Env = env // never os.Environ(): the daemon's secrets stay home
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+				cmd.WaitDelay = 3 * time.Second
+				c.child.set(cmd)
+				return cmd, nil
+			}),
+			transport.WithCommandStderrWriter(stderr),
+		), nil
+	case config.TransportSSE:
+		hc, err := newHTTPClient(s, c.opts.wrappers())
+		if err != nil {
+			return nil, err
+		}
+		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(hdrs))
+	default:
+		hc, err := newHTTPClient(s, c.wrappers())
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.hc = hc
+		c.mu.Unlock()
+		opts := []transport.StreamableHTTPCOption{
+			transport.WithHTTPBasicClient(hc),
+			transport.WithHTTPHeaders(hdrs),
+			transport.WithHTTPLogger(c.opts.libraryLogger(c.name)),
+		}
+		if c.legacyPinned() {
+			//lint:ignore SA1019 a server pinned to the legacy era listens on the standalone GET stream
+			opts = append(opts, transport.WithContinuousListening())
+		}
+		return transport.NewStreamableHTTP(s.URL, opts...)
+	}
+}
+
+// connect builds a client, initializes it in the configured era and lists
+// what the server offers. It returns the Retry-After the server asked for.
+func (c *Conn) connect() (time.Duration, error) {
+	c.setState(api.StateConnecting, c.lastError())
+	tr, err := c.newTransport()
+	if err != nil {
+		return 0, err
+	}
+	copts := []client.ClientOption{client.WithClientCapabilities(relayedCapabilities())}
+	switch {
+	case c.legacyPinned():
+		//lint:ignore SA1019 a server pinned to the legacy era needs the initialize handshake
+		copts = append(copts, client.WithProtocolVersion(mcp.LATEST_LEGACY_PROTOCOL_VERSION), client.WithLegacyProtocolOnly())
+	case c.cfg.EffectiveProtocol() == config.ProtocolModern:
+		copts = append(copts, client.WithProtocolVersion(mcp.LATEST_PROTOCOL_VERSION))
+	}
+	cl := client.NewClient(tr, copts...)
+	// Start's context bounds the SSE stream, the GET listener and the stdio
+	// child: it lives as long as the connection.
+	if err := cl.Start(c.ctx); err != nil {
+		_ = cl.Close()
+		return 0, fmt.Errorf("starting %s transport: %w", c.cfg.EffectiveTransport(), err)
+	}
+	ra := &retryAfter{}
+	ctx, cancel := context.WithTimeout(withRetryAfter(c.ctx, ra), connectTimeout)
+	defer cancel()
+	res, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: "",
+		ClientInfo:      c.clientInfo(),
+		Capabilities:    mcp.ClientCapabilities{},
+	}})
+	if err != nil {
+		c.child.settle()
+		_ = cl.Close()
+		return ra.get(), c.child.explain(fmt.Errorf("initialize: %w", describe(err)))
+	}
+	era := EraLegacy
+	if mcp.IsModernProtocol(cl.ProtocolVersion()) {
+		era = EraModern
+	}
+	if c.cfg.EffectiveProtocol() == config.ProtocolModern && era != EraModern {
+		_ = cl.Close()
+		return 0, fmt.Errorf("server speaks only the legacy era (%s) but protocol: modern is configured; set protocol: auto or legacy", cl.ProtocolVersion())
+	}
+	if era == EraLegacy && !c.legacyPinned() && c.cfg.EffectiveTransport() == config.TransportStreamableHTTP {
+		// Learned the era: connect again, pinned, with the listener.
+		_ = cl.Close()
+		c.legacySeen.Store(true)
+		return c.connect()
+	}
+	// Read the client's fields before publishing it: once it is live, a
+	// session re-initialisation may write them.
+	version := cl.ProtocolVersion()
+	w, err := newWire(cl, version, c.clientInfo())
+	if err != nil {
+		_ = cl.Close()
+		return 0, err
+	}
+	lists, err := c.fetchLists(ctx, cl, w, res.Capabilities)
+	if err != nil {
+		_ = cl.Close()
+		return ra.get(), err
+	}
+	cl.OnNotification(c.onNotification)
+	if b, ok := tr.(transport.BidirectionalInterface); ok {
+		// Requests of the upstream outside a relayed call's own stream go
+		// to the call they belong to (see routes).
+		b.SetRequestHandler(c.onServerRequest)
+	}
+	c.mu.Lock()
+	c.cl = cl
+	c.sid = cl.GetSessionId()
+	c.era = era
+	c.version = version
+	c.wire = w
+	c.serverInfo = res.ServerInfo
+	c.caps = res.Capabilities
+	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
+	c.mu.Unlock()
+	c.setState(api.StateReady, "")
+	go c.reapplyLevel()
+	go c.resubscribe()
+	c.opts.logger().Info("upstream ready", "server", c.name, "era", era, "protocol", version,
+		"server_name", res.ServerInfo.Name, "tools", len(lists.tools))
+	return 0, nil
+}
+
+// usable drops tools whose x-mcp-header annotations break SEP-2243's
+// rules (not a primitive, not a valid header token, duplicated): MCP
+// clients must not call them, and the MCP library refuses to serve them.
+func (c *Conn) usable(tools []Tool) []Tool {
+	out := tools[:0:0]
+	for _, t := range tools {
+		if err := mcp.ValidateParamHeaderAnnotations(&t.Tool); err != nil {
+			c.opts.logger().Warn("upstream tool left out: invalid x-mcp-header annotation", "server", c.name, "tool", t.Name, "err", err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+type lists struct {
+	tools     []Tool
+	prompts   []mcp.Prompt
+	resources []mcp.Resource
+	templates []mcp.ResourceTemplate
+}
+
+func (c *Conn) fetchLists(ctx context.Context, cl *client.Client, w wire, caps mcp.ServerCapabilities) (lists, error) {
+	var l lists
+	var err error
+	if caps.Tools != nil {
+		if l.tools, err = listToolsRaw(ctx, cl, w); err != nil {
+			return l, fmt.Errorf("tools/list: %w", err)
+		}
+		l.tools = c.usable(l.tools)
+	}
+	// Prompts and resources are best effort: a server that advertises them
+	// and fails to list them still serves its tools.
+	if caps.Prompts != nil {
+		if r, err := cl.ListPrompts(ctx, mcp.ListPromptsRequest{}); err == nil {
+			l.prompts = r.Prompts
+		}
+	}
+	if caps.Resources != nil {
+		if r, err := cl.ListResources(ctx, mcp.ListResourcesRequest{}); err == nil {
+			l.resources = r.Resources
+		}
+		if r, err := cl.ListResourceTemplates(ctx, mcp.ListResourceTemplatesRequest{}); err == nil {
+			l.templates = r.ResourceTemplates
+		}
+	}
+	return l, nil
+}
+
+// onNotification takes the upstream's notifications that arrive outside
+// a relayed call's own stream (stdio, the GET stream, subscriptions).
+func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
+	switch n.Method {
+	case string(mcp.MethodNotificationToolsListChanged), string(mcp.MethodNotificationPromptsListChanged),
+		string(mcp.MethodNotificationResourcesListChanged):
+		go c.refreshLists()
+		return
+	}
+	params, err := json.Marshal(n.Params)
+	if err != nil {
+		return
+	}
+	switch n.Method {
+	case string(mcp.MethodNotificationProgress):
+		if x := c.routes.byToken(progressToken(params)); x != nil && x.ex.Handler != nil {
+			x.ex.Handler.Notify(n.Method, params)
+		}
+		return
+	case string(mcp.MethodNotificationCancelled):
+		if id := cancelledID(params); id != "" {
+			c.routes.cancelAsk(id)
+		}
+		return
+	case string(mcp.MethodNotificationMessage):
+		// A log message belongs to the call in flight if there is only one.
+		if x := c.routes.only(func(x *exchange) bool { return x.ex.Handler != nil }); x != nil {
+			x.ex.Handler.Notify(n.Method, params)
+			return
+		}
+	}
+	c.opts.notify(c.name, n.Method, params)
+}
+
+// relayedCapabilities are what proxyd declares upstream: everything it can
+// relay to a client (each request goes to a client that declared it, or is
+// refused).
+func relayedCapabilities() mcp.ClientCapabilities {
+	return mcp.ClientCapabilities{
+		Roots: &struct {
+			ListChanged bool `json:"listChanged,omitempty"`
+		}{},
+		Sampling:    &mcp.SamplingCapability{},
+		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
+	}
+}
+
+// refreshLists re-reads the server's lists after a list_changed (retried
+// once after a re-established session).
+func (c *Conn) refreshLists() {
+	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
+	defer cancel()
+	var l lists
+	err := c.withSession(ctx, nil, func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		caps, w := c.caps, c.wire
+		c.mu.RUnlock()
+		var err error
+		l, err = c.fetchLists(ctx, cl, w, caps)
+		return err
+	})
+	if err != nil {
+		var nr *ErrNotReady
+		if !errors.As(err, &nr) {
+			c.opts.logger().Warn("refreshing lists after list_changed", "server", c.name, "err", err)
+		}
+		return
+	}
+	c.mu.Lock()
+	c.tools, c.prompts, c.resources, c.templates = l.tools, l.prompts, l.resources, l.templates
+	c.mu.Unlock()
+	c.opts.changed(c.name)
+}
+
+// reapplyLevel gives a new session the log level proxyd's clients want.
+func (c *Conn) reapplyLevel() {
+	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
+	defer cancel()
+	c.applyLevel(ctx)
+}

@@ -1,0 +1,497 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// Exchange and Handler are the relay's: one request relayed to the
+// upstream and the client side that takes what the upstream sends for it.
+type (
+	Exchange = relay.Exchange
+	Handler  = relay.Handler
+)
+
+// Method-not-found: the answer to a request the client cannot take.
+const codeMethodNotFound = mcp.METHOD_NOT_FOUND
+
+// progressIDs and requestIDs number proxyd's progress tokens and request
+// ids. String ids keep them apart from the library's integer ids on the
+// same transport.
+var (
+	progressIDs atomic.Int64
+	requestIDs  = &rawIDs
+)
+
+func nextRequestID() string { return "mcpx-" + strconv.FormatInt(requestIDs.Add(1), 10) }
+
+// exchange is one Exchange in flight.
+type exchange struct {
+	ex      *Exchange
+	ctx     context.Context // the call's
+	token   string          // proxyd's progress token, "" without one
+	id      string          // the current attempt's JSON-RPC id
+	started time.Time
+	// asked: methods of the upstream's requests routed to this call from
+	// outside its stream (under routes.mu).
+	asked map[string]bool
+}
+
+// routes finds the exchange a message from the upstream belongs to when it
+// arrives outside the exchange's own response stream (stdio, the GET
+// stream): progress by token, server requests by elimination.
+type routes struct {
+	mu       sync.Mutex
+	progress map[string]*exchange
+	inflight map[*exchange]struct{}
+	// asks cancels the client's answer to an upstream request the upstream
+	// cancelled (notifications/cancelled), by the request's id.
+	asks map[string]context.CancelFunc
+	// waiting counts the upstream's requests being answered.
+	waiting int
+}
+
+// maxWaitingAsks bounds the upstream's requests answered at once on one
+// connection.
+const maxWaitingAsks = 64
+
+// takeAsk claims a place for an upstream request; false when full.
+func (r *routes) takeAsk() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiting >= maxWaitingAsks {
+		return false
+	}
+	r.waiting++
+	return true
+}
+
+func (r *routes) doneAsk() {
+	r.mu.Lock()
+	r.waiting--
+	r.mu.Unlock()
+}
+
+func (r *routes) add(x *exchange) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight == nil {
+		r.inflight, r.progress, r.asks = map[*exchange]struct{}{}, map[string]*exchange{}, map[string]context.CancelFunc{}
+	}
+	r.inflight[x] = struct{}{}
+	if x.token != "" {
+		r.progress[x.token] = x
+	}
+}
+
+func (r *routes) remove(x *exchange) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inflight, x)
+	if x.token != "" {
+		delete(r.progress, x.token)
+	}
+}
+
+func (r *routes) byToken(token string) *exchange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.progress[token]
+}
+
+// only returns the one exchange in flight whose client passes ok, or nil
+// when there is none or more than one (then nobody can tell which call a
+// message belongs to).
+func (r *routes) only(ok func(*exchange) bool) *exchange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var found *exchange
+	for x := range r.inflight {
+		if !ok(x) {
+			continue
+		}
+		if found != nil {
+			return nil
+		}
+		found = x
+	}
+	return found
+}
+
+// pick finds the call a request of the upstream belongs to when it arrives
+// outside any call's stream (stdio, the GET stream; the MCP library's
+// servers send sampling and roots requests there): the only call in
+// flight whose client can answer it; with several, the oldest not yet
+// asked for this method (servers ask in the order calls came, in
+// practice), else the oldest. With several calls in flight this is a
+// guess; a request on a call's own stream never needs one.
+func (r *routes) pick(method string, accepts func(*exchange) bool) *exchange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var oldest, fresh *exchange
+	for x := range r.inflight {
+		if !accepts(x) {
+			continue
+		}
+		if oldest == nil || x.started.Before(oldest.started) {
+			oldest = x
+		}
+		if !x.asked[method] && (fresh == nil || x.started.Before(fresh.started)) {
+			fresh = x
+		}
+	}
+	x := fresh
+	if x == nil {
+		x = oldest
+	}
+	if x != nil {
+		if x.asked == nil {
+			x.asked = map[string]bool{}
+		}
+		x.asked[method] = true
+	}
+	return x
+}
+
+func (r *routes) addAsk(id string, cancel context.CancelFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.asks == nil {
+		r.inflight, r.progress, r.asks = map[*exchange]struct{}{}, map[string]*exchange{}, map[string]context.CancelFunc{}
+	}
+	r.asks[id] = cancel
+}
+
+func (r *routes) endAsk(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.asks, id)
+}
+
+func (r *routes) cancelAsk(id string) {
+	r.mu.Lock()
+	cancel := r.asks[id]
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// Relay sends ex to the upstream and returns the upstream's result as it
+// came. An upstream JSON-RPC error is an *RPCError. A lost session is
+// re-established and the request repeated by the session rules (a
+// tools/call only when the tool is read-only and unchanged).
+func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error) {
+	if _, err := c.client(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return nil, &ErrNotReady{Server: c.name, State: "closing"}
+	}
+	c.inflight.Add(1)
+	c.mu.Unlock()
+	defer c.inflight.Done()
+
+	if ex.LogLevel != "" && !c.Modern() {
+		c.WantLevel(ctx, ex.LogLevel)
+	}
+	x := &exchange{ex: ex, ctx: ctx, started: time.Now()}
+	if ex.Progress {
+		x.token = "mcpx-p-" + strconv.FormatInt(progressIDs.Add(1), 10)
+	}
+	c.routes.add(x)
+	defer c.routes.remove(x)
+
+	var rule retryRule
+	var tool *Tool
+	if ex.Method == string(mcp.MethodToolsCall) {
+		before, known := c.Tool(ex.Name)
+		tool, rule = &before, c.callRule(before, known)
+	}
+	var raw json.RawMessage
+	err := c.withSession(ctx, rule, func(ctx context.Context, cl *client.Client) error {
+		c.mu.RLock()
+		w, hc := c.wire, c.hc
+		c.mu.RUnlock()
+		var err error
+		raw, err = c.send(ctx, cl, w, hc, x, tool)
+		return err
+	})
+	var sr *SessionReestablishedError
+	if errors.As(err, &sr) && ex.Method == string(mcp.MethodToolsCall) {
+		sr.Tool = ex.Name
+	}
+	return raw, err
+}
+
+// send makes one attempt of x.
+func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, tool *Tool) (json.RawMessage, error) {
+	x.id = nextRequestID()
+	params := x.params(w)
+	var header http.Header
+	if w.modern() && mcp.RequiresStandardHeaders(w.version) {
+		header = http.Header{headerMethod: {x.ex.Method}}
+		if v, ok := mcp.EncodeHeaderValue(x.ex.Name); ok && x.ex.Name != "" && namedMethod(x.ex.Method) {
+			header[headerName] = []string{v}
+		}
+		if tool != nil && tool.ParamHeaders {
+			for k, v := range mcp.GenerateParamHeaders(&tool.Tool, params) {
+				header.Set(k, v)
+			}
+		}
+	}
+	if hc != nil && c.cfg.EffectiveTransport() == config.TransportStreamableHTTP {
+		return c.post(ctx, cl, w, hc, x, params, header)
+	}
+	return c.sendLibrary(ctx, cl, w, x, params, header)
+}
+
+// namedMethod: the methods whose Mcp-Name header names their target.
+func namedMethod(m string) bool {
+	return m == string(mcp.MethodToolsCall) || m == string(mcp.MethodPromptsGet) || m == string(mcp.MethodResourcesRead)
+}
+
+// params is the attempt's params: the client's, with the _meta of the
+// upstream's era.
+func (x *exchange) params(w wire) json.RawMessage {
+	var meta []byte
+	add := func(key string, value []byte) {
+		if len(meta) == 0 {
+			meta = append(meta, '{')
+		} else {
+			meta = append(meta, ',')
+		}
+		meta = strconv.AppendQuote(meta, key)
+		meta = append(meta, ':')
+		meta = append(meta, value...)
+	}
+	if w.modern() {
+		add(mcp.MetaKeyProtocolVersion, w.versionJSON)
+		caps := x.ex.ClientCaps
+		if len(caps) == 0 {
+			caps = w.caps
+		}
+		add(mcp.MetaKeyClientCapabilities, caps)
+		add(mcp.MetaKeyClientInfo, w.info)
+		if x.ex.LogLevel != "" {
+			add(mcp.MetaKeyLogLevel, strconv.AppendQuote(nil, x.ex.LogLevel))
+		}
+	}
+	if x.token != "" {
+		add("progressToken", strconv.AppendQuote(nil, x.token))
+	}
+	if m := bytes.TrimSpace(x.ex.Meta); len(m) > 2 {
+		if inner := bytes.TrimSpace(m[1 : len(m)-1]); len(inner) > 0 {
+			if len(meta) == 0 {
+				meta = append(meta, '{')
+			} else {
+				meta = append(meta, ',')
+			}
+			meta = append(meta, inner...)
+		}
+	}
+	if len(meta) == 0 {
+		return x.ex.Params
+	}
+	return withMeta(x.ex.Params, append(meta, '}'))
+}
+
+// deliver hands a notification that arrived on an exchange's own stream
+// to its client.
+func (c *Conn) deliver(x *exchange, method string, params json.RawMessage) {
+	switch method {
+	case string(mcp.MethodNotificationCancelled):
+		// The upstream gave up a request it sent the client.
+		if id := cancelledID(params); id != "" {
+			c.routes.cancelAsk(id)
+		}
+		return
+	case string(mcp.MethodNotificationProgress):
+		if t := progressToken(params); t != "" && t != x.token {
+			// Another call's progress on this stream: route it by token.
+			if other := c.routes.byToken(t); other != nil {
+				x = other
+			} else {
+				return
+			}
+		}
+	}
+	if x.ex.Handler != nil {
+		x.ex.Handler.Notify(method, params)
+	}
+}
+
+// progressToken reads a progress notification's token as proxyd issued
+// it (a string); "" for anything else.
+func progressToken(params json.RawMessage) string {
+	var p struct {
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.Token) == 0 || p.Token[0] != '"' {
+		return ""
+	}
+	var t string
+	_ = json.Unmarshal(p.Token, &t)
+	return t
+}
+
+// cancelledID reads the request id of a notifications/cancelled as a key.
+func cancelledID(params json.RawMessage) string {
+	var p struct {
+		ID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	return idKey(p.ID)
+}
+
+// idKey is a JSON-RPC id as a map key ("s:" strings, "n:" numbers).
+func idKey(id json.RawMessage) string {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 || string(id) == "null" {
+		return ""
+	}
+	if id[0] == '"' {
+		var s string
+		if json.Unmarshal(id, &s) != nil {
+			return ""
+		}
+		return "s:" + s
+	}
+	return "n:" + string(id)
+}
+
+// answer puts a request of the upstream (sent during exchange x, or nil
+// when no exchange could be told) to the client and returns the JSON-RPC
+// response to send back.
+func (c *Conn) answer(x *exchange, id json.RawMessage, method string, params json.RawMessage) []byte {
+	if method == string(mcp.MethodPing) {
+		return response(id, json.RawMessage("{}"), nil)
+	}
+	var h Handler
+	ctx := c.ctx
+	if x != nil {
+		h, ctx = x.ex.Handler, x.ctx
+	}
+	if h == nil {
+		if x == nil && method == string(mcp.MethodListRoots) {
+			// Outside any call there is no client to ask: proxyd itself
+			// has no roots.
+			return response(id, json.RawMessage(`{"roots":[]}`), nil)
+		}
+		return response(id, nil, &RPCError{Code: codeMethodNotFound, Message: refusal(method, x == nil)})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	key := idKey(id)
+	c.routes.addAsk(key, cancel)
+	defer c.routes.endAsk(key)
+	res, err := h.Ask(ctx, method, params)
+	if err != nil {
+		var rpc *RPCError
+		if !errors.As(err, &rpc) {
+			rpc = &RPCError{Code: mcp.INTERNAL_ERROR, Message: err.Error()}
+		}
+		return response(id, nil, rpc)
+	}
+	return response(id, res, nil)
+}
+
+func refusal(method string, outside bool) string {
+	if outside {
+		return fmt.Sprintf("%s outside a tool call: proxyd cannot tell which of its clients to ask", method)
+	}
+	return fmt.Sprintf("the client does not support %s (it did not declare the capability)", method)
+}
+
+// response encodes a JSON-RPC response.
+func response(id, result json.RawMessage, rpcErr *RPCError) []byte {
+	out := make([]byte, 0, 64+len(result))
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	if rpcErr != nil {
+		e := struct {
+			Code    int             `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data,omitempty"`
+		}{rpcErr.Code, rpcErr.Message, rpcErr.Data}
+		b, _ := json.Marshal(e)
+		out = append(out, `,"error":`...)
+		out = append(out, b...)
+	} else {
+		out = append(out, `,"result":`...)
+		out = append(out, result...)
+	}
+	return append(out, '}')
+}
+
+// cancelParams are a notifications/cancelled's params for request id.
+func cancelParams(id, reason string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"requestId": id, "reason": reason})
+	return b
+}
+
+// errStreamEnded: the upstream ended a response stream before the response.
+var errStreamEnded = errors.New("the upstream closed the response stream before the response")
+
+// sendLibrary sends x through the MCP library's transport (stdio, the old
+// HTTP+SSE transport): messages for the call arrive through the
+// connection's handlers and find it through routes.
+func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *exchange, params json.RawMessage, header http.Header) (json.RawMessage, error) {
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(x.id), Method: x.ex.Method, Header: header}
+	if params != nil {
+		req.Params = params
+	}
+	resp, err := cl.GetTransport().SendRequest(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			c.cancelUpstream(cl, nil, w, x.id)
+		}
+		return nil, transport.NewError(err)
+	}
+	if resp.Error != nil {
+		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}
+	}
+	return resp.Result, nil
+}
+
+// onServerRequest answers a request the upstream sent outside an exchange's
+// own stream (stdio, the GET stream), routed by routes.pick.
+func (c *Conn) onServerRequest(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	id, _ := json.Marshal(req.ID)
+	params, _ := json.Marshal(req.Params)
+	if req.Params == nil {
+		params = nil
+	}
+	x := c.routes.pick(req.Method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(req.Method) })
+	if x == nil {
+		// With one call in flight, it is that call's client that cannot
+		// answer.
+		x = c.routes.only(func(*exchange) bool { return true })
+	}
+	out := c.answer(x, id, req.Method, params)
+	var resp transport.JSONRPCResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}

@@ -1,0 +1,352 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// On Streamable HTTP, proxyd sends a relayed request itself and reads the
+// answer, JSON or SSE, itself: everything on the answer's stream belongs
+// to this call, so its notifications and requests go to the call's client
+// without any guessing, and the reader holds one event at a time within
+// the server's max_response_bytes.
+
+// message is any JSON-RPC message on a response stream.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// parseMessage reads a JSON-RPC message of the upstream; its id, params
+// and result are sub-slices of b, which the caller must not reuse.
+func parseMessage(b []byte) (message, error) {
+	var m message
+	if !json.Valid(b) {
+		return m, fmt.Errorf("the upstream sent invalid JSON")
+	}
+	var err error
+	relay.EachValue(b, func(key, v []byte) {
+		switch string(key) {
+		case "id":
+			m.ID = v
+		case "method":
+			err = json.Unmarshal(v, &m.Method)
+		case "params":
+			m.Params = v
+		case "result":
+			m.Result = v
+		case "error":
+			err = json.Unmarshal(v, &m.Error)
+		}
+	})
+	if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
+		err = fmt.Errorf("the upstream sent a JSON-RPC batch")
+	}
+	return m, err
+}
+
+func (m *message) rpcError() *RPCError {
+	return &RPCError{Code: m.Error.Code, Message: m.Error.Message, Data: m.Error.Data}
+}
+
+// sseResumes bounds how often one response stream is resumed (SEP-1699:
+// a legacy server may end the stream before the response and have the
+// client poll with Last-Event-ID).
+const sseResumes = 100
+
+// post sends x as an HTTP POST and reads its answer.
+func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params json.RawMessage, header http.Header) (json.RawMessage, error) {
+	body := make([]byte, 0, 64+len(params)+len(x.ex.Method))
+	body = append(body, `{"jsonrpc":"2.0","id":"`...)
+	body = append(body, x.id...)
+	body = append(body, `","method":`...)
+	body, _ = appendJSONString(body, x.ex.Method)
+	if params != nil {
+		body = append(body, `,"params":`...)
+		body = append(body, params...)
+	}
+	body = append(body, '}')
+
+	sid := ""
+	if !w.modern() {
+		sid = cl.GetSessionId()
+		if sid == "" && c.SessionID() != "" {
+			// The library saw the session end and waits for a new one.
+			return nil, fmt.Errorf("failed to send request: %w", transport.ErrSessionTerminated)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("building the request: %w", err)
+	}
+	if header != nil {
+		req.Header = header
+	}
+	c.setHeaders(req.Header, w, sid)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			c.cancelUpstream(cl, hc, w, x.id)
+		}
+		return nil, fmt.Errorf("failed to send request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, c.statusError(resp, w, sid)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "application/json":
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("reading the response: %w", err)
+		}
+		m, err := parseMessage(b)
+		if err != nil {
+			return nil, fmt.Errorf("failed to decode response: %w", err)
+		}
+		return m.outcome()
+	case "text/event-stream":
+		res, err := c.readStream(ctx, cl, w, hc, x, resp.Body, sid)
+		if err != nil && ctx.Err() != nil {
+			c.cancelUpstream(cl, hc, w, x.id)
+		}
+		return res, err
+	default:
+		return nil, fmt.Errorf("unexpected content type: %s", resp.Header.Get("Content-Type"))
+	}
+}
+
+// outcome is a response message's result or error.
+func (m *message) outcome() (json.RawMessage, error) {
+	if m.Error != nil {
+		return nil, m.rpcError()
+	}
+	if m.Result == nil {
+		return nil, fmt.Errorf("the upstream's response has neither result nor error")
+	}
+	return m.Result, nil
+}
+
+func appendJSONString(b []byte, s string) ([]byte, error) {
+	q, err := json.Marshal(s)
+	return append(b, q...), err
+}
+
+// setHeaders adds the transport's headers: protocol version, session,
+// and the server's configured headers.
+func (c *Conn) setHeaders(h http.Header, w wire, sid string) {
+	if w.version != "" {
+		h.Set("Mcp-Protocol-Version", w.version)
+	}
+	if sid != "" {
+		h.Set(sessionHeader, sid)
+	}
+	for k, v := range c.headers() {
+		h.Set(k, v)
+	}
+}
+
+// headers are the server's configured headers as resolved at connect.
+func (c *Conn) headers() map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.hdrs
+}
+
+// statusError turns a non-200 answer into the error the library would
+// give (the call recorder has noted the status for the classifier).
+func (c *Conn) statusError(resp *http.Response, w wire, sid string) error {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return &transport.AuthorizationRequiredError{}
+	case resp.StatusCode == http.StatusNotFound && sid != "":
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, deviationPeek))
+		return fmt.Errorf("failed to send request: %w", transport.ErrSessionTerminated)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var m message
+	if json.Unmarshal(b, &m) == nil && m.Error != nil {
+		return m.rpcError()
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		// Without a session a 404 is a wrong endpoint (or, in the modern
+		// era, a method the server does not have).
+		return fmt.Errorf("failed to send request: %w", transport.ErrSessionTerminated)
+	}
+	return fmt.Errorf("request failed with status %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+}
+
+// readStream reads an SSE answer until the response to x arrives,
+// passing notifications to the call's client and answering the
+// upstream's requests through it.
+func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, body io.ReadCloser, sid string) (json.RawMessage, error) {
+	max := c.cfg.ResponseLimit()
+	lastID, retry := "", time.Duration(0)
+	for resumes := 0; ; resumes++ {
+		r := newSSEReader(body, max)
+		for {
+			ev, err := r.next()
+			if ev.hasID {
+				lastID = ev.id
+			}
+			if ev.hasRetry {
+				retry = ev.retry
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("reading the response stream: %w", err)
+			}
+			if len(ev.data) == 0 {
+				continue
+			}
+			m, err := parseMessage(bytes.Clone(ev.data))
+			if err != nil {
+				continue // not a JSON-RPC message: skipped, as the library does
+			}
+			switch {
+			case m.Method != "" && len(m.ID) > 0 && !c.routes.takeAsk():
+				// An upstream asking for more than proxyd lets wait at once
+				// gets the overflow refused rather than piling up.
+				go c.postMessage(hc, w, sid, response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
+			case m.Method != "" && len(m.ID) > 0:
+				go func() {
+					defer c.routes.doneAsk()
+					c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+				}()
+			case m.Method != "":
+				c.deliver(x, m.Method, m.Params)
+			case len(m.ID) > 0:
+				return m.outcome()
+			}
+		}
+		// The stream ended without the response. A legacy server may do so
+		// on purpose once it has sent an event id, for the client to poll.
+		if lastID == "" || w.modern() || resumes >= sseResumes || ctx.Err() != nil {
+			return nil, fmt.Errorf("%w", errStreamEnded)
+		}
+		if retry <= 0 {
+			retry = time.Second
+		}
+		t := time.NewTimer(max64(retry, 10*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		next, err := c.resume(ctx, hc, w, sid, lastID)
+		if err != nil {
+			return nil, err
+		}
+		body.Close()
+		body = next
+	}
+}
+
+func max64(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// resume reopens a response stream with a GET carrying Last-Event-ID.
+func (c *Conn) resume(ctx context.Context, hc *http.Client, w wire, sid, lastID string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.setHeaders(req.Header, w, sid)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("resuming the response stream: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, fmt.Errorf("resuming the response stream: %w", c.statusError(resp, w, sid))
+	}
+	return resp.Body, nil
+}
+
+// answerHTTP answers a request the upstream sent on x's stream and posts
+// the response back on the session.
+func (c *Conn) answerHTTP(cl *client.Client, hc *http.Client, w wire, x *exchange, id json.RawMessage, method string, params json.RawMessage, sid string) {
+	out := c.answer(x, id, method, params)
+	c.postMessage(hc, w, sid, out)
+}
+
+// postMessage posts a response or notification to the upstream on the
+// connection's context (not the call's: the call's status facts describe
+// the call's own request).
+func (c *Conn) postMessage(hc *http.Client, w wire, sid string, msg []byte) {
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(msg))
+	if err != nil {
+		return
+	}
+	c.setHeaders(req.Header, w, sid)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.opts.logger().Debug("posting to the upstream", "server", c.name, "err", err)
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		c.opts.logger().Warn("the upstream refused a message proxyd sent it", "server", c.name, "status", resp.StatusCode,
+			"answer", redact.Text(string(bytes.TrimSpace(b))))
+	}
+}
+
+// cancelUpstream tells the upstream that proxyd gave up request id: in the
+// modern era over HTTP, closing the response stream did that already;
+// otherwise a notifications/cancelled goes out.
+func (c *Conn) cancelUpstream(cl *client.Client, hc *http.Client, w wire, id string) {
+	if w.modern() && hc != nil {
+		return
+	}
+	params := cancelParams(id, "the client cancelled the request")
+	if hc != nil {
+		msg := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":` + string(params) + `}`)
+		go c.postMessage(hc, w, cl.GetSessionId(), msg)
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		defer cancel()
+		n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: string(mcp.MethodNotificationCancelled)}}
+		_ = json.Unmarshal(params, &n.Params)
+		_ = cl.GetTransport().SendNotification(ctx, n)
+	}()
+}

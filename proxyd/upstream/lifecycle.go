@@ -1,0 +1,152 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// run connects, waits for the connection to break, and reconnects with
+// capped exponential backoff that honours the upstream's Retry-After.
+func (c *Conn) run() {
+	defer close(c.done)
+	backoff := minBackoff
+	for {
+		c.tries.begin()
+		retryAfter, err := c.connect()
+		c.tries.end()
+		if c.ctx.Err() != nil {
+			c.closeClient()
+			return
+		}
+		if err == nil {
+			backoff = minBackoff
+			c.mu.Lock()
+			c.attempts = 0
+			c.nextRetry = time.Time{}
+			c.mu.Unlock()
+			c.opts.changed(c.name)
+			select {
+			case <-c.ctx.Done():
+				c.closeClient()
+				return
+			case err := <-c.broken:
+				c.opts.logger().Warn("upstream connection lost", "server", c.name, "err", err)
+				c.closeClient()
+				c.setState(api.StateConnecting, err.Error())
+				c.opts.changed(c.name)
+				continue
+			case <-c.kick:
+				c.closeClient()
+				c.setState(api.StateConnecting, "")
+				continue
+			}
+		}
+		delay := backoff
+		if retryAfter > delay {
+			delay = retryAfter
+		}
+		if delay > maxBackoff && retryAfter <= maxBackoff {
+			delay = maxBackoff
+		}
+		c.mu.Lock()
+		c.attempts++
+		c.nextRetry = c.opts.now().Add(delay)
+		c.mu.Unlock()
+		var authErr *callerr.AuthError
+		c.signIn.Store(errors.Is(err, transport.ErrAuthorizationRequired) || errors.Is(err, transport.ErrOAuthAuthorizationRequired) ||
+			errors.As(err, &authErr))
+		c.setState(api.StateError, err.Error())
+		c.opts.logger().Warn("upstream connect failed", "server", c.name, "err", err, "retry_in", delay.String())
+		c.opts.changed(c.name)
+		t := time.NewTimer(delay)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-c.kick:
+			t.Stop()
+		}
+		if backoff *= 2; backoff > maxBackoff {
+			backoff = maxBackoff
+		}
+		c.setState(api.StateConnecting, c.lastError())
+	}
+}
+
+// Reconnect drops the connection and connects again at once.
+func (c *Conn) Reconnect() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) closeClient() {
+	c.mu.Lock()
+	cl := c.cl
+	c.cl = nil
+	c.sid = ""
+	c.mu.Unlock()
+	c.forged.Store(nil)
+	if cl != nil {
+		_ = cl.Close()
+	}
+}
+
+// checkBroken tells the run loop when an error means the connection is
+// gone (a dead stdio child, a refused port), so it reconnects.
+func (c *Conn) checkBroken(err error) {
+	if err == nil || !connectionLost(err, c.cfg.EffectiveTransport()) {
+		return
+	}
+	select {
+	case c.broken <- err:
+	default:
+	}
+}
+
+func connectionLost(err error, tr string) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	if tr == config.TransportStdio {
+		return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) ||
+			errors.Is(err, os.ErrClosed) || strings.Contains(err.Error(), "file already closed") ||
+			strings.Contains(err.Error(), "transport closed")
+	}
+	return false
+}
+
+// close stops the connection and waits for in-flight calls (bounded by ctx).
+func (c *Conn) close(ctx context.Context) {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	waited := make(chan struct{})
+	go func() { c.inflight.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+	}
+	c.cancel()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+	c.closeClient()
+}

@@ -1,0 +1,51 @@
+package upstream
+
+import (
+	"strings"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// Status reports the server's state.
+func (c *Conn) Status() api.ServerStatus {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s := api.ServerStatus{
+		Name:            c.name,
+		Transport:       c.cfg.EffectiveTransport(),
+		Target:          c.target(),
+		Protocol:        c.cfg.EffectiveProtocol(),
+		Era:             c.era,
+		ProtocolVersion: c.version,
+		ServerName:      c.serverInfo.Name,
+		ServerVersion:   c.serverInfo.Version,
+		State:           c.state,
+		LastError:       c.lastErr,
+		Since:           c.since,
+		Attempts:        c.attempts,
+		Tools:           len(c.tools),
+		Prompts:         len(c.prompts),
+		Resources:       len(c.resources),
+		Reinits:         c.reinits.Load(),
+	}
+	if !c.nextRetry.IsZero() && c.state == api.StateError {
+		t := c.nextRetry
+		s.NextRetry = &t
+	}
+	if c.cl != nil {
+		if id := c.cl.GetSessionId(); id != "" {
+			s.SessionID = prefix(id)
+		}
+	}
+	return s
+}
+
+func (c *Conn) target() string {
+	if c.cfg.EffectiveTransport() == config.TransportStdio {
+		return redact.Text(strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " "))
+	}
+	return redact.URL(c.cfg.URL)
+}
