@@ -88,6 +88,26 @@ func TestTopModelKeys(t *testing.T) {
 	} else if _, ok := cmd().(tea.QuitMsg); !ok {
 		t.Fatal("q quits")
 	}
+	// Keys typed faster than a read arrive as one run of runes: each counts.
+	m = &topModel{view: topView{sortBy: topSortCalls, window: time.Minute}, st: newTopStyles(r), width: 100, height: 12, interval: time.Second}
+	m.Update(topFrameMsg(topSample()))
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjsr")})
+	if m.cursor != 2 || m.view.sortBy != topSortFailures || !m.view.reverse {
+		t.Fatalf("one read of \"jjsr\": cursor %d, view %+v", m.cursor, m.view)
+	}
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil {
+		t.Fatal("q quits")
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jq"), Paste: true})
+	if m.cursor != 2 {
+		t.Fatalf("pasted text moved the cursor to %d", m.cursor)
+	}
+	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("kq")})
+	if m.cursor != 1 || cmd == nil {
+		t.Fatalf("\"kq\" in one read: cursor %d, command %v", m.cursor, cmd)
+	} else if _, ok := cmd().(tea.QuitMsg); !ok {
+		t.Fatal("\"kq\" in one read does not quit")
+	}
 	// Narrow terminals clip lines rather than wrap them.
 	m.width = 30
 	for _, line := range strings.Split(m.View(), "\n") {
@@ -96,3 +116,4 @@ func TestTopModelKeys(t *testing.T) {
 		}
 	}
 }
+

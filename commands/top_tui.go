@@ -120,9 +120,29 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case topFailuresMsg:
 		m.failures = &msg
 	case tea.KeyMsg:
-		return m, m.key(msg.String())
+		return m, m.keys(msg)
 	}
 	return m, nil
+}
+
+// keys handles a key message. Keys typed faster than the terminal is read
+// arrive as one run of runes ("jjs"): each rune is a key of its own.
+// Pasted text is not a command.
+func (m *topModel) keys(msg tea.KeyMsg) tea.Cmd {
+	if msg.Paste {
+		return nil
+	}
+	if msg.Type != tea.KeyRunes || msg.Alt || len(msg.Runes) < 2 {
+		return m.key(msg.String())
+	}
+	var cmds []tea.Cmd
+	for _, r := range msg.Runes {
+		if r == 'q' {
+			return tea.Quit // what else was typed no longer matters
+		}
+		cmds = append(cmds, m.key(string(r)))
+	}
+	return tea.Batch(cmds...)
 }
 
 func (m *topModel) key(k string) tea.Cmd {

@@ -116,8 +116,9 @@ func TestTopInTerminal(t *testing.T) {
 		t.Fatalf("NO_COLOR=1, yet the screen has colour or reverse video:\n%q", s)
 	}
 
-	term.keys("s")
-	term.waitScreen("the sort to change", "sort failure rate")
+	// Two keys in one write (typed faster than top reads): both count.
+	term.keys("sr")
+	term.waitScreen("the sort to change and reverse", "sort failure rate ↑")
 	term.keys("f")
 	term.waitScreen("the upstream filter", "domain upstream", "1 of 1 servers", "fixture")
 	term.keys("f")
