@@ -120,7 +120,9 @@ func runDrillSession(c *cli.Context) error {
 	req := api.SessionDrillRequest{Server: c.Args().First(), Calls: n, IncludeWrites: c.Bool("include-writes")}
 	return runDrill(c, func() (*api.Stream[api.SessionDrillEvent], error) { return newClient(c).SessionDrill(c.Context, req) },
 		func(w io.Writer, r *api.SessionDrillReport) error { return printSessionReport(c, w, r) },
-		func(r *api.SessionDrillReport) report.Run { return sessionDrillRun(r, serverURL(c, r.Server)) })
+		func(r *api.SessionDrillReport) report.Run {
+			return sessionDrillRun(r, serverURL(c, r.Server), serverSource(c, r.Server))
+		})
 }
 
 func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) error {

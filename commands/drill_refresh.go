@@ -57,7 +57,9 @@ func runDrillRefresh(c *cli.Context) error {
 		return refreshDrillReplicas(c, req, others)
 	}
 	return runDrill(c, func() (*api.Stream[api.RefreshDrillEvent], error) { return newClient(c).RefreshDrill(c.Context, req) },
-		printRefreshReport, func(r *api.RefreshDrillReport) report.Run { return refreshDrillRun(r, serverURL(c, r.Server)) })
+		printRefreshReport, func(r *api.RefreshDrillReport) report.Run {
+			return refreshDrillRun(r, serverURL(c, r.Server), serverSource(c, r.Server))
+		})
 }
 
 func printRefreshReport(w io.Writer, rep *api.RefreshDrillReport) error {
@@ -120,7 +122,7 @@ func refreshDrillReplicas(c *cli.Context, req api.RefreshDrillRequest, others []
 		sum.Notes = append(sum.Notes, fmt.Sprintf("%d token requests across replicas for one expiry: the replicas raced (an authorization server with reuse detection revokes the grant)", sum.TokenRequests))
 	}
 	if err := renderReport(c, sum, func(w io.Writer) error { return printRefreshReport(w, sum) },
-		func() report.Run { return refreshDrillRun(sum, serverURL(c, sum.Server)) }); err != nil {
+		func() report.Run { return refreshDrillRun(sum, serverURL(c, sum.Server), serverSource(c, sum.Server)) }); err != nil {
 		return err
 	}
 	if sum.Verdict == api.VerdictFail {

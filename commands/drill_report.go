@@ -32,7 +32,7 @@ func check(name string, ok bool, msg string, rule report.Rule) report.Check {
 }
 
 // serverURL is the (redacted) URL of a drilled server as proxyd reports
-// it, the location of the drill's findings; "" when proxyd does not say.
+// it; "" when proxyd does not say.
 func serverURL(c *cli.Context, name string) string {
 	st, err := newClient(c).Status(c.Context)
 	if err != nil {
@@ -47,8 +47,8 @@ func serverURL(c *cli.Context, name string) string {
 }
 
 // sessionDrillRun describes a session drill for the report formats.
-func sessionDrillRun(r *api.SessionDrillReport, url string) report.Run {
-	t := report.Target{Name: r.Server, URL: url, Outcome: string(r.Verdict), Passed: r.Verdict != api.VerdictFail, DurationMS: r.SlowestMS}
+func sessionDrillRun(r *api.SessionDrillReport, url string, src *report.Source) report.Run {
+	t := report.Target{Name: r.Server, URL: url, Source: src, Outcome: string(r.Verdict), Passed: r.Verdict != api.VerdictFail, DurationMS: r.SlowestMS}
 	notes := redact.Control(strings.Join(r.Notes, "; "))
 	if !r.Applicable {
 		t.Checks = []report.Check{{Name: "applicable", Status: report.Skip, Message: notes}}
@@ -63,8 +63,8 @@ func sessionDrillRun(r *api.SessionDrillReport, url string) report.Run {
 }
 
 // refreshDrillRun describes a refresh drill for the report formats.
-func refreshDrillRun(r *api.RefreshDrillReport, url string) report.Run {
-	t := report.Target{Name: r.Server, URL: url, Outcome: string(r.Verdict), Passed: r.Verdict == api.VerdictPass, DurationMS: r.P99MS}
+func refreshDrillRun(r *api.RefreshDrillReport, url string, src *report.Source) report.Run {
+	t := report.Target{Name: r.Server, URL: url, Source: src, Outcome: string(r.Verdict), Passed: r.Verdict == api.VerdictPass, DurationMS: r.P99MS}
 	notes := redact.Control(strings.Join(r.Notes, "; "))
 	t.Checks = []report.Check{
 		check("token_requests", r.TokenRequests == 1, fmt.Sprintf("%d token requests for %d callers (expected 1); %s", r.TokenRequests, r.Callers, notes), ruleRefreshRequests),

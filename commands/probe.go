@@ -62,9 +62,11 @@ warn a step warning fails it too. A targets file:
      - server: docs                                 # a configured server
 
 -o sarif writes SARIF 2.1.0 (one rule per kind of finding, located at the
-target's URL), -o junit JUnit XML (one test case per target and step). In
-GitHub Actions (GITHUB_ACTIONS=true) each finding is also an annotation,
-written to stderr.
+line that declares the target in the targets file or the config, as code
+scanning wants), -o junit JUnit XML (one test case per target and step).
+In GitHub Actions (GITHUB_ACTIONS=true) each finding is also an
+annotation: on stdout under the table, on stderr when stdout carries a
+report.
 
 Exit codes: 0 ok or auth_required (10 with --require-auth-ok),
 11 auth_misconfigured, 12 dns_failure, 13 connection_unreachable,
@@ -121,7 +123,7 @@ func runProbe(c *cli.Context) error {
 	// One target named on the command line prints its report as it
 	// always has; several print the batch.
 	single := c.NArg() == 1 && len(targets) == 1
-	run := func() report.Run { return probeRun(b) }
+	run := func() report.Run { return probeRun(b, targets) }
 	colour := colorEnabled(c)
 	if single && f != "sarif" && f != "junit" {
 		rep := b.Targets[0].Report

@@ -234,12 +234,14 @@ func TestProbeSARIFAndAnnotations(t *testing.T) {
 				RuleIndex int    `json:"ruleIndex"`
 				Level     string `json:"level"`
 				Locations []struct {
-					PhysicalLocation struct {
-						ArtifactLocation struct {
-							URI string `json:"uri"`
-						} `json:"artifactLocation"`
-					} `json:"physicalLocation"`
+					PhysicalLocation *struct{} `json:"physicalLocation"`
+					LogicalLocations []struct {
+						FullyQualifiedName string `json:"fullyQualifiedName"`
+					} `json:"logicalLocations"`
 				} `json:"locations"`
+				Properties struct {
+					URL string `json:"url"`
+				} `json:"properties"`
 			} `json:"results"`
 		} `json:"runs"`
 	}
@@ -251,7 +253,11 @@ func TestProbeSARIFAndAnnotations(t *testing.T) {
 		t.Fatalf("want two findings of two kinds:\n%s", stdout)
 	}
 	for _, r := range run.Results {
-		if run.Tool.Driver.Rules[r.RuleIndex].ID != r.RuleID || r.Level != "error" || !strings.HasPrefix(r.Locations[0].PhysicalLocation.ArtifactLocation.URI, "https://127.0.0.1:") {
+		// Named on the command line: no file declares the target, so the
+		// location is logical only; the endpoint is in the properties.
+		loc := r.Locations[0]
+		if run.Tool.Driver.Rules[r.RuleIndex].ID != r.RuleID || r.Level != "error" || !strings.HasPrefix(r.Properties.URL, "https://127.0.0.1:") ||
+			loc.PhysicalLocation != nil || len(loc.LogicalLocations) != 1 || !strings.HasPrefix(loc.LogicalLocations[0].FullyQualifiedName, "https://127.0.0.1:") {
 			t.Fatalf("result %+v", r)
 		}
 	}

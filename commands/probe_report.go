@@ -50,12 +50,15 @@ func probeRule(code string) *report.Rule {
 // probed endpoint, one check per step. A step that failed as expected
 // passes; a target that missed its expectation without a failed step
 // gets a failed "result" check.
-func probeRun(b *probe.Batch) report.Run {
+func probeRun(b *probe.Batch, targets []probeTarget) report.Run {
 	run := report.Run{Tool: "mcpx probe", FailOnWarn: b.Summary.FailOn == "warn"}
-	for _, bt := range b.Targets {
+	for i, bt := range b.Targets {
 		rep := bt.Report
 		warnedOnly := strings.HasPrefix(bt.Why, warnedWhy)
 		t := report.Target{Name: bt.Name, URL: rep.Target, Outcome: rep.Result.Code, Passed: bt.Passed || warnedOnly, DurationMS: reportSpan(rep)}
+		if i < len(targets) {
+			t.Source = targets[i].Source
+		}
 		failed := false
 		for _, s := range rep.Steps {
 			ch := report.Check{Name: s.ID, DurationMS: s.DurationMS, Message: redact.Control(s.Detail)}

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/internal/secretref"
 	"github.com/mcpx-dev/mcpx/probe"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -23,6 +24,9 @@ type probeTarget struct {
 	Name   string // a server name, the name given in the file, or the URL
 	Req    api.ProbeRequest
 	Expect string // a probe result code; "" means ok or auth_required
+	// Source is the line that declares the target (its entry in the
+	// targets file or the config), where CI reports locate its findings.
+	Source *report.Source
 }
 
 // targetsFile is the --file format:
@@ -82,7 +86,11 @@ func probeTargets(c *cli.Context) ([]probeTarget, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, probeTarget{Name: targetName(req), Req: req, Expect: expect})
+		t := probeTarget{Name: targetName(req), Req: req, Expect: expect}
+		if req.Server != "" {
+			t.Source = serverSource(c, req.Server)
+		}
+		out = append(out, t)
 	}
 	if c.Bool("all") {
 		cfg, err := config.Load(configPath(c))
@@ -99,7 +107,7 @@ func probeTargets(c *cli.Context) ([]probeTarget, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, probeTarget{Name: s.Name, Req: req, Expect: expect})
+			out = append(out, probeTarget{Name: s.Name, Req: req, Expect: expect, Source: serverSource(c, s.Name)})
 			n++
 		}
 		if n == 0 {
@@ -150,6 +158,7 @@ func fileTargets(c *cli.Context, path, expect string) ([]probeTarget, error) {
 		return nil, usageErr("--file %s: no targets (the file needs a 'targets:' list)", path)
 	}
 	dir := filepath.Dir(path)
+	entries := config.ListEntries(b, "targets")
 	var out []probeTarget
 	for i, ft := range tf.Targets {
 		where := fmt.Sprintf("%s: target %d", path, i+1)
@@ -202,6 +211,9 @@ func fileTargets(c *cli.Context, path, expect string) ([]probeTarget, error) {
 			return nil, usageErr("%s: %v", where, err)
 		}
 		t := probeTarget{Name: ft.Name, Req: req, Expect: expect}
+		if i < len(entries) {
+			t.Source = report.SourceOf(path, b, entries[i].Line, entries[i].Column)
+		}
 		if t.Name == "" {
 			t.Name = targetName(req)
 		}

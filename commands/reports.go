@@ -3,11 +3,13 @@ package commands
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/report"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 // reportOutputFlag is -o for commands that also write CI reports.
@@ -34,7 +36,10 @@ func reportFormat(c *cli.Context) (string, error) {
 
 // renderReport prints v like render does, or as SARIF or JUnit built from
 // the run; in a GitHub Actions job every finding also becomes an
-// annotation (on stderr, so stdout stays the chosen format).
+// annotation. GitHub documents workflow commands on stdout, where they go
+// under a table; when stdout carries a report (json, yaml, sarif, junit)
+// they go to stderr instead, which the runner reads for workflow commands
+// too, so that the report stays valid.
 func renderReport(c *cli.Context, v any, table func(w io.Writer) error, run func() report.Run) error {
 	f, err := reportFormat(c)
 	if err != nil {
@@ -44,17 +49,41 @@ func renderReport(c *cli.Context, v any, table func(w io.Writer) error, run func
 	if f == "sarif" || f == "junit" || report.InGitHubActions() {
 		r = run()
 		r.Version = Version
-	}
-	if report.InGitHubActions() {
-		if err := report.WriteGitHubAnnotations(c.App.ErrWriter, r); err != nil {
-			return fmt.Errorf("writing annotations: %w", err)
-		}
+		r.Root, _ = os.Getwd()
 	}
 	switch f {
 	case "sarif":
-		return report.WriteSARIF(c.App.Writer, r)
+		err = report.WriteSARIF(c.App.Writer, r)
 	case "junit":
-		return report.WriteJUnit(c.App.Writer, r)
+		err = report.WriteJUnit(c.App.Writer, r)
+	default:
+		err = render(c, v, table)
 	}
-	return render(c, v, table)
+	if err != nil || !report.InGitHubActions() {
+		return err
+	}
+	w := c.App.Writer
+	if f != "table" {
+		w = c.App.ErrWriter
+	}
+	if err := report.WriteGitHubAnnotations(w, r); err != nil {
+		return fmt.Errorf("writing annotations: %w", err)
+	}
+	return nil
+}
+
+// serverSource is the line of the config file that declares the server
+// name; nil when the file cannot be read or does not list it.
+func serverSource(c *cli.Context, name string) *report.Source {
+	path := configPath(c)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	for _, e := range config.ListEntries(b, "servers") {
+		if e.Name == name {
+			return report.SourceOf(path, b, e.Line, e.Column)
+		}
+	}
+	return nil
 }

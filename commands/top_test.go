@@ -116,4 +116,3 @@ func TestTopModelKeys(t *testing.T) {
 		}
 	}
 }
-

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,19 +17,29 @@ import (
 )
 
 // sarifToleratedWarnings are the validator's warnings mcpx's logs may
-// carry: a development build's version is not numeric (SARIF2005), and a
-// finding located at a URL has no line region (SARIF2017).
-var sarifToleratedWarnings = []string{"SARIF2005", "SARIF2017"}
+// carry: a development build's version is not numeric (SARIF2005).
+var sarifToleratedWarnings = []string{"SARIF2005"}
 
 // validateSARIF checks file with Microsoft's SARIF multitool (the schema
-// and its rules): no error, no warning beyond the tolerated ones.
-func validateSARIF(t *testing.T, file string) {
+// and its rules): no error, no warning beyond the tolerated ones. With
+// github, also GitHub code scanning's ingestion rules (GH1001-GH2012): a
+// log whose every finding is declared in a file (targets file, config).
+func validateSARIF(t *testing.T, file string, github ...bool) {
 	t.Helper()
 	tool := filepath.Join(peersDir(t), "node_modules", ".bin", "sarif-multitool")
 	out := filepath.Join(t.TempDir(), "validation.sarif")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	b, err := exec.CommandContext(ctx, tool, "validate", file, "-o", out).CombinedOutput()
+	args := []string{"validate", file, "-o", out}
+	if len(github) > 0 && github[0] {
+		rules, err := filepath.Abs(filepath.Join("testdata", "sarif-github-rules.xml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The tool's launcher runs it through a shell: the list is quoted.
+		args = append(args, "--config", rules, "--rule-kind", "'Sarif;Ghas'")
+	}
+	b, err := exec.CommandContext(ctx, tool, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sarif-multitool validate %s: %v\n%s", file, err, b)
 	}
@@ -48,6 +60,9 @@ func validateSARIF(t *testing.T, file string) {
 	}
 	if err := json.Unmarshal(raw, &log); err != nil {
 		t.Fatalf("decoding the validator's log: %v", err)
+	}
+	if len(log.Runs) == 0 || bytes.Contains(b, []byte("ERR999")) {
+		t.Fatalf("SARIF validation of %s did not run its rules:\n%s", file, b)
 	}
 	for _, run := range log.Runs {
 		for _, r := range run.Results {
@@ -166,11 +181,82 @@ func TestProbeReportsValidate(t *testing.T) {
 	if len(failed) != len(want) {
 		t.Errorf("failed cases %v, want %v", failed, want)
 	}
+
+	// The same endpoints listed in a targets file of a repository: code
+	// scanning's rules pass, and each finding (and annotation) points at
+	// the line of its target's entry.
+	repo := t.TempDir()
+	var targets strings.Builder
+	targets.WriteString("# endpoints\ntargets:\n")
+	line := map[string]int{}
+	for i, u := range urls {
+		line[u] = 3 + 2*i
+		fmt.Fprintf(&targets, "  - url: %s\n    name: t%d\n", u, i)
+	}
+	file := filepath.Join(repo, ".github", "mcpx", "targets.yaml")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(targets.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.workDir = repo
+	e.extraEnv = append(e.extraEnv, "GITHUB_ACTIONS=true")
+	r = e.run("probe", "--ca-file", ca, "--timeout", "5s", "--file", ".github/mcpx/targets.yaml", "-o", "sarif")
+	if r.code != 19 {
+		t.Fatalf("want exit 19 (two targets fail):\n%s", r)
+	}
+	validateSARIF(t, writeOut(t, "probe-file.sarif", r.stdout), true)
+	var log struct {
+		Runs []struct {
+			OriginalURIBaseIDs map[string]struct {
+				URI string `json:"uri"`
+			} `json:"originalUriBaseIds"`
+			Results []struct {
+				Locations []struct {
+					PhysicalLocation struct {
+						ArtifactLocation struct {
+							URI       string `json:"uri"`
+							URIBaseID string `json:"uriBaseId"`
+						} `json:"artifactLocation"`
+						Region struct {
+							StartLine int `json:"startLine"`
+						} `json:"region"`
+					} `json:"physicalLocation"`
+				} `json:"locations"`
+				Properties struct {
+					URL string `json:"url"`
+				} `json:"properties"`
+			} `json:"results"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &log); err != nil || len(log.Runs) != 1 || len(log.Runs[0].Results) != 3 {
+		t.Fatalf("want three findings: %v\n%s", err, r.stdout)
+	}
+	if root := log.Runs[0].OriginalURIBaseIDs["%SRCROOT%"].URI; root != "file://"+repo+"/" {
+		t.Errorf("%%SRCROOT%% is %q, want the working directory %s", root, repo)
+	}
+	for _, res := range log.Runs[0].Results {
+		loc := res.Locations[0].PhysicalLocation
+		if loc.ArtifactLocation.URI != ".github/mcpx/targets.yaml" || loc.ArtifactLocation.URIBaseID != "%SRCROOT%" || loc.Region.StartLine != line[res.Properties.URL] {
+			t.Errorf("finding about %s located at %+v, want line %d of the targets file", res.Properties.URL, loc, line[res.Properties.URL])
+		}
+	}
+	for _, i := range []int{2, 3, 4} {
+		if want := fmt.Sprintf("file=.github/mcpx/targets.yaml,line=%d,col=3,title=", line[urls[i]]); !strings.Contains(r.stderr, want) {
+			t.Errorf("no annotation %q on stderr (stdout is the SARIF log):\n%s", want, r.stderr)
+		}
+	}
+	// Under a table, stdout carries the annotations, as GitHub documents.
+	r = e.run("probe", "--ca-file", ca, "--timeout", "5s", "--file", ".github/mcpx/targets.yaml")
+	if r.code != 19 || !strings.Contains(r.stdout, "::error file=.github/mcpx/targets.yaml,line=") || strings.Contains(r.stderr, "::error") {
+		t.Fatalf("annotations under the table belong on stdout:\n%s", r)
+	}
 }
 
 // Drill verdicts in the report formats: a PASS has no finding, a FAIL one
-// per failed check, located at the server's URL, and annotated in GitHub
-// Actions.
+// per failed check, located at the server's entry in the config, and
+// annotated in GitHub Actions.
 func TestDrillReportsValidate(t *testing.T) {
 	e, _ := fixtureEnv(t, mcpserver.EraLegacy, "legacy")
 	r := e.run("drill", "session", "fixture", "--calls", "5", "-o", "sarif")
@@ -205,8 +291,9 @@ func TestDrillReportsValidate(t *testing.T) {
 		t.Fatalf("refresh drill against a refusing server: want exit 5:\n%s", r)
 	}
 	validateSARIF(t, writeOut(t, "refresh-fail.sarif", r.stdout))
-	if !strings.Contains(r.stdout, `"MCPX3103"`) || !strings.Contains(r.stdout, fx.MCP) {
-		t.Fatalf("want the lost grant located at the server's URL:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, `"MCPX3103"`) || !strings.Contains(r.stdout, `"url": "`+fx.MCP+`"`) ||
+		!strings.Contains(r.stdout, `"uri": "file://`+o.Config+`"`) || !strings.Contains(r.stdout, `"startLine": `) {
+		t.Fatalf("want the lost grant located at the server's entry in the config, with its URL:\n%s", r.stdout)
 	}
 	if !strings.Contains(r.stderr, "::error title=RefreshGrantLost (MCPX3103)::docs: grant:") {
 		t.Fatalf("no GitHub annotation:\n%s", r.stderr)

@@ -12,7 +12,8 @@ func InGitHubActions() bool { return os.Getenv("GITHUB_ACTIONS") == "true" }
 
 // WriteGitHubAnnotations writes one workflow command per finding
 // (::error for failures, ::warning for warnings), which the Actions runner
-// turns into annotations on the run.
+// turns into annotations on the run; a finding whose target is declared in
+// a file under Run.Root is annotated on that line.
 func WriteGitHubAnnotations(w io.Writer, r Run) error {
 	for _, f := range r.Findings() {
 		cmd := "warning"
@@ -24,7 +25,13 @@ func WriteGitHubAnnotations(w io.Writer, r Run) error {
 		if f.Check.Rule.Help != "" {
 			msg += "\nFix: " + f.Check.Rule.Help
 		}
-		if _, err := fmt.Fprintf(w, "::%s title=%s::%s\n", cmd, escapeProperty(title), escapeData(msg)); err != nil {
+		props := "title=" + escapeProperty(title)
+		if src := f.Target.Source; src != nil {
+			if rel := src.Relative(r.Root); rel != "" {
+				props = fmt.Sprintf("file=%s,line=%d,col=%d,%s", escapeProperty(rel), src.Line, src.Column, props)
+			}
+		}
+		if _, err := fmt.Fprintf(w, "::%s %s::%s\n", cmd, props, escapeData(msg)); err != nil {
 			return err
 		}
 	}

@@ -26,6 +26,9 @@ type Run struct {
 	// FailOnWarn makes warnings failures in the test report formats
 	// (JUnit), as --fail-on warn does to the exit code.
 	FailOnWarn bool
+	// Root is the directory sources are relative to: the working
+	// directory, the repository's checkout in CI.
+	Root string
 }
 
 // Target is one thing checked: an endpoint of the probe, a server of a
@@ -39,6 +42,9 @@ type Target struct {
 	Passed     bool
 	DurationMS float64
 	Checks     []Check
+	// Source is where the target is declared; nil for a target named on
+	// the command line.
+	Source *Source
 }
 
 // Check is one step of a target.

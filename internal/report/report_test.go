@@ -35,13 +35,18 @@ var (
 	ruleWarn = &Rule{ID: "X2", Name: "TlsWarning", Short: "TLS warning", Help: "renew"}
 )
 
+// sampleRoot is the working directory of sample: "good" is declared in a
+// targets file under it, "bad" was named on the command line.
+var sampleRoot = filepath.FromSlash("/work/repo")
+
 func sample() Run {
-	return Run{Tool: "mcpx probe", Version: "1.2.3", Targets: []Target{
-		{Name: "good", URL: "https://good.test/mcp", Outcome: "ok", Passed: true, DurationMS: 12, Checks: []Check{
-			{Name: "dns", Status: Pass, DurationMS: 1, Message: "resolved"},
-			{Name: "tls", Status: Warn, DurationMS: 5, Message: "expires in 3 days", Rule: ruleWarn},
-			{Name: "auth", Status: Skip, Message: "not protected"},
-		}},
+	return Run{Tool: "mcpx probe", Version: "1.2.3", Root: sampleRoot, Targets: []Target{
+		{Name: "good", URL: "https://good.test/mcp", Outcome: "ok", Passed: true, DurationMS: 12,
+			Source: &Source{File: filepath.Join(sampleRoot, ".github", "mcp x", "targets.yaml"), Line: 3, Column: 5, EndColumn: 40}, Checks: []Check{
+				{Name: "dns", Status: Pass, DurationMS: 1, Message: "resolved"},
+				{Name: "tls", Status: Warn, DurationMS: 5, Message: "expires in 3 days", Rule: ruleWarn},
+				{Name: "auth", Status: Skip, Message: "not protected"},
+			}},
 		{Name: "bad", URL: "https://bad.test/mcp", Outcome: "dns_failure", DurationMS: 2, Checks: []Check{
 			{Name: "dns", Status: Fail, DurationMS: 2, Message: "no such host <x> & \"y\"", Rule: ruleDNS},
 			{Name: "tcp", Status: Skip, Message: "skipped after dns_failure"},
@@ -97,7 +102,7 @@ func TestGitHubAnnotations(t *testing.T) {
 	if err := WriteGitHubAnnotations(&b, r); err != nil {
 		t.Fatal(err)
 	}
-	want := "::warning title=TlsWarning (X2)::good: tls: expires in 3 days%0AFix: renew\n" +
+	want := "::warning file=.github/mcp x/targets.yaml,line=3,col=5,title=TlsWarning (X2)::good: tls: expires in 3 days%0AFix: renew\n" +
 		"::error title=DnsFailure (X1)::bad: dns: 50%25 lost%0Asecond line, with: colon%0AFix: check the name\n"
 	if b.String() != want {
 		t.Fatalf("got\n%q\nwant\n%q", b.String(), want)
@@ -112,5 +117,34 @@ func TestGitHubAnnotations(t *testing.T) {
 	t.Setenv("GITHUB_ACTIONS", "")
 	if InGitHubActions() {
 		t.Fatal("unset")
+	}
+}
+
+func TestSourceLocations(t *testing.T) {
+	text := []byte("targets:\n  - url: https://a.test/mcp\n  - server: dócs\r\n")
+	if s := SourceOf("t.yaml", text, 3, 3); s == nil || s.Line != 3 || s.Column != 3 || s.EndColumn != 17 {
+		t.Fatalf("third line: %+v", s)
+	}
+	for _, pos := range [][2]int{{0, 1}, {5, 1}, {2, 0}, {2, 40}} {
+		if s := SourceOf("t.yaml", text, pos[0], pos[1]); s != nil {
+			t.Errorf("%v is outside the text: %+v", pos, s)
+		}
+	}
+	tests := []struct {
+		file, root, uri string
+		relative        bool
+	}{
+		{"/repo/.github/mcpx/targets.yaml", "/repo", ".github/mcpx/targets.yaml", true},
+		{"/repo/a b/c:d.yaml", "/repo", "a%20b/c:d.yaml", true},
+		{"/repo/c:d.yaml", "/repo", "./c:d.yaml", true},
+		{"/elsewhere/config.yaml", "/repo", "file:///elsewhere/config.yaml", false},
+		{"/repo-other/config.yaml", "/repo", "file:///repo-other/config.yaml", false},
+	}
+	for _, tt := range tests {
+		s := &Source{File: filepath.FromSlash(tt.file), Line: 1, Column: 1, EndColumn: 2}
+		uri, rel := s.uri(filepath.FromSlash(tt.root))
+		if uri != tt.uri || rel != tt.relative {
+			t.Errorf("%s under %s: %q %v, want %q %v", tt.file, tt.root, uri, rel, tt.uri, tt.relative)
+		}
 	}
 }

@@ -24,7 +24,10 @@ type sarifLog struct {
 type sarifRun struct {
 	Tool        sarifTool         `json:"tool"`
 	Invocations []sarifInvocation `json:"invocations"`
-	Results     []sarifResult     `json:"results"`
+	// OriginalURIBaseIDs says where %SRCROOT%, the base of relative
+	// locations, is.
+	OriginalURIBaseIDs map[string]sarifArtifact `json:"originalUriBaseIds,omitempty"`
+	Results            []sarifResult            `json:"results"`
 }
 
 type sarifTool struct {
@@ -70,25 +73,45 @@ type sarifResult struct {
 	// PartialFingerprints keep a finding the same finding across runs
 	// (code-scanning dashboards track it by this).
 	PartialFingerprints map[string]string `json:"partialFingerprints"`
+	Properties          *sarifProperties  `json:"properties,omitempty"`
+}
+
+// sarifProperties is a result's property bag: the endpoint the finding is
+// about (its location is the line that declares it).
+type sarifProperties struct {
+	URL string `json:"url"`
 }
 
 type sarifLocation struct {
-	PhysicalLocation sarifPhysical  `json:"physicalLocation"`
+	PhysicalLocation *sarifPhysical `json:"physicalLocation,omitempty"`
 	LogicalLocations []sarifLogical `json:"logicalLocations,omitempty"`
 }
 
 type sarifPhysical struct {
 	ArtifactLocation sarifArtifact `json:"artifactLocation"`
+	Region           sarifRegion   `json:"region"`
 }
 
 type sarifArtifact struct {
-	URI string `json:"uri"`
+	URI       string `json:"uri"`
+	URIBaseID string `json:"uriBaseId,omitempty"`
+}
+
+type sarifRegion struct {
+	StartLine   int `json:"startLine"`
+	StartColumn int `json:"startColumn"`
+	EndLine     int `json:"endLine"`
+	EndColumn   int `json:"endColumn"`
 }
 
 type sarifLogical struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
+	Name               string `json:"name"`
+	FullyQualifiedName string `json:"fullyQualifiedName"`
+	Kind               string `json:"kind"`
 }
+
+// srcRoot is the uriBaseId of locations relative to Run.Root.
+const srcRoot = "%SRCROOT%"
 
 // level maps a check's status to a SARIF result level.
 func level(s Status) string {
@@ -99,7 +122,12 @@ func level(s Status) string {
 }
 
 // WriteSARIF writes r as a SARIF 2.1.0 log: one rule per kind of finding,
-// one result per finding, located at the target's URL.
+// one result per finding. A finding's logical location is its endpoint
+// (the URL, also in the result's properties); its physical location is
+// the line that declares the target (relative to Run.Root when the file
+// lies under it), because code scanning shows only findings in files and
+// rejects an upload whose absolute locations are not file: URIs. A target
+// named on the command line has the logical location only.
 func WriteSARIF(w io.Writer, r Run) error {
 	rules := r.Rules()
 	index := map[string]int{}
@@ -117,28 +145,46 @@ func WriteSARIF(w io.Writer, r Run) error {
 		})
 	}
 	results := []sarifResult{}
+	relative := false
 	for _, f := range r.Findings() {
-		uri := f.Target.URL
-		if uri == "" {
-			uri = f.Target.Name
+		// The endpoint itself is the logical location: its URL when known.
+		endpoint := sarifLogical{Name: f.Target.Name, FullyQualifiedName: f.Target.URL, Kind: "resource"}
+		if endpoint.FullyQualifiedName == "" {
+			endpoint.FullyQualifiedName = f.Target.Name
 		}
-		results = append(results, sarifResult{
-			RuleID:    f.Check.Rule.ID,
-			RuleIndex: index[f.Check.Rule.ID],
-			Level:     level(f.Check.Status),
-			Message:   sarifMessage{Text: sentence(f.Target.Name + ": " + f.Check.Name + ": " + f.Check.Message)},
-			Locations: []sarifLocation{{
-				PhysicalLocation: sarifPhysical{ArtifactLocation: sarifArtifact{URI: uri}},
-				LogicalLocations: []sarifLogical{{Name: f.Target.Name + "/" + f.Check.Name, Kind: "member"}},
-			}},
+		loc := sarifLocation{LogicalLocations: []sarifLogical{endpoint}}
+		if src := f.Target.Source; src != nil {
+			uri, rel := src.uri(r.Root)
+			art := sarifArtifact{URI: uri}
+			if rel {
+				art.URIBaseID, relative = srcRoot, true
+			}
+			loc.PhysicalLocation = &sarifPhysical{ArtifactLocation: art, Region: sarifRegion{
+				StartLine: src.Line, StartColumn: src.Column, EndLine: src.Line, EndColumn: src.EndColumn,
+			}}
+		}
+		res := sarifResult{
+			RuleID:              f.Check.Rule.ID,
+			RuleIndex:           index[f.Check.Rule.ID],
+			Level:               level(f.Check.Status),
+			Message:             sarifMessage{Text: sentence(f.Target.Name + ": " + f.Check.Name + ": " + f.Check.Message)},
+			Locations:           []sarifLocation{loc},
 			PartialFingerprints: map[string]string{"mcpxTargetCheck/v1": f.Target.Name + "|" + f.Check.Name + "|" + f.Check.Rule.ID},
-		})
+		}
+		if f.Target.URL != "" {
+			res.Properties = &sarifProperties{URL: f.Target.URL}
+		}
+		results = append(results, res)
 	}
-	log := sarifLog{Schema: sarifSchema, Version: sarifVersion, Runs: []sarifRun{{
+	run := sarifRun{
 		Tool:        sarifTool{Driver: driver},
 		Invocations: []sarifInvocation{{ExecutionSuccessful: true}},
 		Results:     results,
-	}}}
+	}
+	if relative {
+		run.OriginalURIBaseIDs = map[string]sarifArtifact{srcRoot: {URI: rootURI(r.Root)}}
+	}
+	log := sarifLog{Schema: sarifSchema, Version: sarifVersion, Runs: []sarifRun{run}}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(log)
