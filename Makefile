@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X github.com/mcpx-dev/mcpx/commands.Version=$(VERSION)
 PEERS    := tools/peers
 
-.PHONY: all build demo test unit e2e vet lint peers conformance bench completions check-completions clean fleet-drill
+.PHONY: all build demo test unit e2e vet lint peers conformance bench fuzz soak completions check-completions clean fleet-drill
 
 all: build
 
@@ -13,16 +13,18 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mcpx ./cmd/mcpx
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/mcpx-fixtures ./cmd/mcpx-fixtures
 
-# The main job end to end on embedded defaults: a fixture upstream, proxyd
-# on a temporary socket and state dir, tools, a call, status, stop.
+# The whole job end to end on embedded defaults, in a temporary socket and
+# state dir: a fixture upstream, tools, calls, probes of a healthy and a
+# broken TLS endpoint, a headless-browser sign-in, both drills, activity.
 demo: build
+	$(GO) build -trimpath -o $(BIN)/mcpx-browser ./tools/conformance/mcpx-client
 	bash tools/demo.sh
 
 # Every test: vet, staticcheck, unit and integration tests under -race,
 # the end-to-end suite against the real binaries, third-party peers and the
 # conformance suite (installed from the npm registry by 'make peers').
 test: vet lint peers check-completions
-	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 20m ./...
+	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 MCPX_REQUIRE_POSTGRES=1 MCPX_REQUIRE_SHELLS=1 $(GO) test -race -count=1 -timeout 20m ./...
 	# The refresh race, repeated: exactly one token request every time.
 	$(GO) test -race -count=20 -run 'TestConcurrentCallersOneRefresh|TestProactiveAfterReactiveDoesNotRefreshAgain' ./proxyd/oauth/
 
@@ -47,6 +49,21 @@ peers:
 
 conformance: peers
 	MCPX_PEERS_DIR=$(CURDIR)/$(PEERS) MCPX_REQUIRE_PEERS=1 $(GO) test -race -count=1 -run 'Conformance' -v ./e2e/...
+
+# Every fuzz target (the parsers of outside input) for FUZZTIME each, one
+# at a time. The corpus (testdata/fuzz and each target's seeds) also runs
+# in 'make test', as ordinary tests.
+FUZZTIME ?= 60s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash tools/fuzz.sh
+
+# The hostile soak for longer than 'make test' runs it (two 5 s phases):
+# misbehaving upstreams, hostile clients, a SIGKILL and a restart after
+# every phase; the pass criteria are printed as figures.
+SOAK_PHASES ?= 6
+SOAK_PHASE  ?= 60s
+soak:
+	MCPX_SOAK_PHASES=$(SOAK_PHASES) MCPX_SOAK_PHASE=$(SOAK_PHASE) $(GO) test -count=1 -v -timeout 60m -run '^TestHostileSoak$$' ./e2e/
 
 # The refresh drill across replicas at full length: 20 cycles and 5 holder
 # kills on three replicas sharing PostgreSQL and two sharing SQLite

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -94,7 +95,7 @@ Examples:
    mcpx activity summary --since 1h --by class
    mcpx activity summary --by domain --server docs -o json --charts`,
 			Flags: append(filterFlags(), outputFlag,
-				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by server, tool, class (error class), domain (fault domain) or replica"},
+				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by `FIELD`: server, tool, class (error class), domain (fault domain) or replica"},
 				&cli.BoolFlag{Name: "charts", Value: true, Usage: "draw sparklines and latency histograms (table); add their data (json, yaml)"}),
 			Action: runActivitySummary,
 		},
@@ -217,7 +218,7 @@ func activityRow(r api.ActivityRecord) []string {
 	return []string{
 		strconv.FormatInt(r.ID, 10),
 		tableTime(r.Time),
-		r.Server, r.Tool, r.Status,
+		shown(r.Server), shown(r.Tool), r.Status,
 		dash(r.ErrorClass), dash(r.FaultDomain), httpStatus,
 		fmt.Sprintf("%.1fms", r.DurationMS),
 	}
@@ -253,7 +254,7 @@ func runActivityShow(c *cli.Context) error {
 	}
 	return render(c, r, func(w io.Writer) error {
 		row := func(k, v string) {
-			if v != "" {
+			if v = shown(v); v != "" {
 				fmt.Fprintf(w, "%-22s %s\n", k+":", v)
 			}
 		}
@@ -393,10 +394,14 @@ func runActivityExport(c *cli.Context) error {
 			_, err := fmt.Fprintln(w, strings.Join(activityRow(r), "  "))
 			return err
 		}
-		return cw.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
+		fields := []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
 			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
-			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica})
+			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica}
+		for i := range fields {
+			fields[i] = shown(fields[i]) // CSV ends up in terminals and spreadsheets, which act on escapes
+		}
+		return cw.Write(fields)
 	}
 	st, err := newClient(c).ExportActivity(c.Context, q)
 	if err != nil {
@@ -513,6 +518,10 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	}
 	if d, ok := strings.CutSuffix(s, "d"); ok {
 		if n, err := strconv.Atoi(d); err == nil && n >= 0 && strconv.Itoa(n) == d {
+			const maxDays = int(math.MaxInt64 / int64(24*time.Hour)) // ~292 years: more overflows
+			if n > maxDays {
+				return time.Time{}, fmt.Errorf("time %q: at most %dd back", s, maxDays)
+			}
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}

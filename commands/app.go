@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -55,6 +56,7 @@ var commands = []struct {
 	{promptsCommand, catServers},
 	{promptCommand, catServers},
 	{rpcCommand, catServers},
+	{skillsCommand, catServers},
 	{connectInfoCommand, catServers},
 	{stdioCommand, catServers},
 	{probeCommand, catDiagnose},
@@ -129,12 +131,18 @@ func propagateUsageErrors(c *cli.Command) {
 // Main runs mcpx with os.Args and returns the process exit code.
 func Main() int {
 	app := New(os.Stdout, os.Stderr)
+	if completeFlagValue(os.Stdout, os.Args) {
+		return ExitOK
+	}
 	args, err := preflight(app, os.Args)
+	if errors.Is(err, errHelpShown) {
+		return ExitOK
+	}
 	if err == nil {
 		err = app.RunContext(context.Background(), normalizeArgs(app, args))
 	}
 	if err != nil && !IsSilent(err) {
-		fmt.Fprintf(os.Stderr, "mcpx: %v\n", err)
+		fmt.Fprintf(os.Stderr, "mcpx: %s\n", shown(err.Error()))
 	}
 	return ExitCode(err)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 )
@@ -240,6 +241,9 @@ func parseArguments(pos, flags []string, props func() map[string][]string, stdin
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return nil, usageErr("argument %q is not KEY=VALUE (or pass one JSON object, @FILE or - for stdin)", kv)
+		}
+		if !utf8.ValidString(kv) {
+			return nil, usageErr("argument %q is not valid UTF-8, which JSON cannot carry unchanged", kv)
 		}
 		if _, dup := m[k]; dup {
 			return nil, usageErr("argument %q is given twice", k)

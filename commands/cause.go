@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/errtext"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -14,18 +15,9 @@ import (
 // ("failed to connect: transport error: failed to send request: dial tcp:
 // lookup x.test: no such host"). People need the end of it: the cause.
 
-// dedupeChain drops a link of an error chain that repeats the one before
-// it ("failed to send request: failed to send request: EOF").
+// dedupeChain is the chain on one line without its repeated links.
 func dedupeChain(s string) string {
-	links := strings.Split(strings.Join(strings.Fields(s), " "), ": ")
-	out := links[:0]
-	for _, l := range links {
-		if len(out) > 0 && strings.EqualFold(out[len(out)-1], l) {
-			continue
-		}
-		out = append(out, l)
-	}
-	return strings.Join(out, ": ")
+	return errtext.Dedupe(strings.Join(strings.Fields(s), " "))
 }
 
 // fitCause shortens an error for a table cell of at most max bytes: it

@@ -19,6 +19,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -211,8 +212,19 @@ type table struct {
 // ColorRows sets an ANSI colour code per appended row ("" for none).
 func (t *table) ColorRows(codes []string) { t.rowColors = codes }
 
-// Append adds a row.
-func (t *table) Append(row []string) error { return t.t.Append(row) }
+// Append adds a row, its cells shown safely.
+func (t *table) Append(row []string) error {
+	cells := make([]string, len(row))
+	for i, c := range row {
+		cells[i] = shown(c)
+	}
+	return t.t.Append(cells)
+}
+
+// shown makes text that came from a server or a client safe for a
+// terminal: every human output strips control characters this one way
+// (JSON output escapes them instead).
+func shown(s string) string { return redact.Control(s) }
 
 // Render writes the table.
 func (t *table) Render() error {

@@ -1,10 +1,18 @@
 package commands
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -44,7 +52,8 @@ func CompletionScript(app *cli.App, shell string) (string, error) {
 	case "zsh":
 		return zshCompletion, nil
 	case "fish":
-		return app.ToFishCompletion()
+		script, err := app.ToFishCompletion()
+		return script + fishDynamic + fishFlagValues(), err
 	}
 	return "", fmt.Errorf("unknown shell %q: use bash, zsh or fish", shell)
 }
@@ -98,3 +107,93 @@ func completeServers(c *cli.Context) {
 	}
 	cli.DefaultCompleteWithFlags(c.Command)(c)
 }
+
+// completeCall completes a SERVER, then that server's tools (asking
+// proxyd, briefly; nothing when it is not running).
+func completeCall(c *cli.Context) {
+	if c.NArg() == 1 {
+		ctx, cancel := context.WithTimeout(c.Context, 2*time.Second)
+		defer cancel()
+		if tools, err := newClient(c).Tools(ctx, c.Args().First()); err == nil {
+			for _, t := range tools {
+				fmt.Fprintln(c.App.Writer, t.Name)
+			}
+		}
+		return
+	}
+	completeServers(c)
+}
+
+// flagValues are the values completed after a flag that takes one of a
+// few.
+var flagValues = map[string][]string{
+	"output":       {"table", "json", "yaml"},
+	"o":            {"table", "json", "yaml"},
+	"fault-domain": callerr.Domains,
+	"error-class":  callerr.Classes,
+	"transport":    {"streamable-http", "sse", "stdio"},
+	"protocol":     {"auto", "legacy", "modern"},
+	"status":       api.CallStatuses,
+	"by":           {"server", "tool", "class", "domain", "replica"},
+	"elicit":       {"decline", "cancel", "defaults"},
+}
+
+// completeFlagValue answers a completion request whose last word is a flag
+// with known values (urfave/cli would take the request as the flag's
+// value); false when the request is not one.
+func completeFlagValue(w io.Writer, args []string) bool {
+	n := len(args)
+	if n < 3 || args[n-1] != "--generate-bash-completion" || !strings.HasPrefix(args[n-2], "-") {
+		return false
+	}
+	flag := strings.TrimLeft(args[n-2], "-")
+	vals, ok := flagValues[flag]
+	if !ok {
+		return false
+	}
+	if (flag == "output" || flag == "o") && slices.ContainsFunc(args, isReportCommand) {
+		vals = append(slices.Clone(vals), reportFormats...)
+	}
+	for _, v := range vals {
+		fmt.Fprintln(w, v)
+	}
+	return true
+}
+
+// fishDynamic makes fish ask the binary, like bash and zsh, for what
+// follows a command: server and tool names, flag values.
+const fishDynamic = `
+function __fish_mcpx_dynamic
+    set -l words (commandline -opc)
+    $words --generate-bash-completion 2>/dev/null
+end
+complete -c mcpx -f -n 'not __fish_mcpx_no_subcommand' -a '(__fish_mcpx_dynamic)'
+`
+
+// fishFlagValues completes the values of flags with a known few.
+func fishFlagValues() string {
+	names := make([]string, 0, len(flagValues))
+	for n := range flagValues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		opt := "-l " + n
+		if len(n) == 1 {
+			opt = "-s " + n
+		}
+		fmt.Fprintf(&b, "complete -c mcpx %s -x -a '%s'\n", opt, strings.Join(flagValues[n], " "))
+	}
+	fmt.Fprintf(&b, "complete -c mcpx -n '__fish_seen_subcommand_from %s' -s o -l output -x -a '%s'\n",
+		strings.Join(reportCommands, " "), strings.Join(reportFormats, " "))
+	return b.String()
+}
+
+// reportCommands write CI reports: their -o also takes reportFormats.
+var (
+	reportCommands = []string{"probe", "session", "refresh"}
+	reportFormats  = []string{"sarif", "junit"}
+)
+
+func isReportCommand(word string) bool { return slices.Contains(reportCommands, word) }

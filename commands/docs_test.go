@@ -36,3 +36,30 @@ func TestDocs(t *testing.T) {
 	}
 	walk("", app.Commands)
 }
+
+// TestHelpFlags: every flag that takes a value names it with a placeholder
+// (SERVER, DURATION, ...: never urfave's "value"), and says its default
+// once.
+func TestHelpFlags(t *testing.T) {
+	app := New(io.Discard, io.Discard)
+	var walk func(prefix []string, cmds []*cli.Command)
+	walk = func(prefix []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Name == "help" {
+				continue
+			}
+			path := append(append([]string{}, prefix...), c.Name)
+			for _, f := range c.Flags {
+				line := f.String()
+				if strings.Contains(line, " value\t") || strings.HasSuffix(strings.SplitN(line, "\t", 2)[0], " value") {
+					t.Errorf("mcpx %s: flag %q has no placeholder: %s", strings.Join(path, " "), f.Names()[0], line)
+				}
+				if strings.Count(line, "(default") > 1 {
+					t.Errorf("mcpx %s: flag %q says its default twice: %s", strings.Join(path, " "), f.Names()[0], line)
+				}
+			}
+			walk(path, c.Subcommands)
+		}
+	}
+	walk(nil, app.Commands)
+}

@@ -103,7 +103,8 @@ Examples:
 		&cli.IntFlag{Name: "calls", Aliases: []string{"n"}, Value: 20, Usage: "concurrent calls `N` after the session ends (1-1000)"},
 		&cli.BoolFlag{Name: "include-writes", Usage: "also call a tool that is not read-only (it must not be repeated)"},
 	},
-	Action: runDrillSession,
+	BashComplete: completeServers,
+	Action:       runDrillSession,
 }
 
 func runDrillSession(c *cli.Context) error {

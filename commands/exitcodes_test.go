@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ func TestPreflight(t *testing.T) {
 	}{
 		{args: []string{"tools", "docs", "--help"}, want: "mcpx tools --help"},
 		{args: []string{"call", "docs", "search", "q=1", "-h"}, want: "mcpx call --help"},
-		{args: []string{"--socket", "/s", "help", "drill", "session"}, want: "mcpx --socket /s drill session --help"},
+		{args: []string{"--socket", "/s", "help", "drill"}, want: "mcpx --socket /s drill --help"},
 		{args: []string{"help", "exit-codes"}, want: "mcpx help exit-codes"},
 		{args: []string{"servers", "add", "x", "--", "cmd", "--help"}, want: "mcpx servers add x -- cmd --help"},
 		// call and tools: a stdio command after '--' is kept apart.
@@ -40,7 +42,10 @@ func TestPreflight(t *testing.T) {
 		{args: []string{"drill", "sesion"}, want: `unknown command "sesion" for 'mcpx drill' (did you mean "session"?)`, wantErr: true},
 		{args: []string{"activity", "--since", "-1h"}, want: "mcpx activity --since -1h"},
 	}
-	app := New(nil, nil)
+	app := New(io.Discard, io.Discard)
+	if _, err := preflight(app, []string{"mcpx", "help", "drill", "session"}); !errors.Is(err, errHelpShown) {
+		t.Errorf("help of a subcommand: %v, want its help printed", err)
+	}
 	for _, tt := range tests {
 		got, err := preflight(app, append([]string{"mcpx"}, tt.args...))
 		switch {

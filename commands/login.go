@@ -46,7 +46,7 @@ Examples:
 	Flags: []cli.Flag{
 		outputFlag,
 		&cli.BoolFlag{Name: "no-browser", Usage: "print the authorization URL instead of opening a browser"},
-		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "how long to wait for the browser sign-in"},
+		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "wait up to `DURATION` for the browser sign-in"},
 		&cli.BoolFlag{Name: "force", Usage: "sign in even when the server answers without a sign-in"},
 	},
 	BashComplete: completeServers,
@@ -149,12 +149,12 @@ func runLogin(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "Signed in to %s.\n", result.Server)
-	fmt.Fprintf(w, "  scopes:        %s\n", orNoneText(strings.Join(result.Scopes, " ")))
+	fmt.Fprintf(w, "  scopes:        %s\n", shown(orNoneText(strings.Join(result.Scopes, " "))))
 	if !result.Expiry.IsZero() {
-		fmt.Fprintf(w, "  expires:       %s (in %s)\n", result.Expiry.Local().Format(time.RFC3339), humanDuration(time.Until(result.Expiry)))
+		fmt.Fprintf(w, "  expires:       %s (in %s)\n", tableTime(result.Expiry), humanDuration(time.Until(result.Expiry)))
 	}
 	fmt.Fprintf(w, "  refresh token: %s\n", yesNo(result.RefreshToken))
-	fmt.Fprintf(w, "  client:        %s (%s)\n", result.ClientID, result.ClientSource)
+	fmt.Fprintf(w, "  client:        %s (%s)\n", shown(result.ClientID), result.ClientSource)
 	if cn := result.Connection; cn != nil && cn.Error == "" {
 		fmt.Fprintf(w, "  server:        %s, %d tools\n", cn.State, cn.Tools)
 	}
@@ -298,7 +298,7 @@ func runAuthStatus(c *cli.Context) error {
 			if s.IdentitySource != "" {
 				grant += " (" + s.IdentitySource + ")"
 			}
-			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), grant, dash(s.Binding), dash(s.Issuer), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, oneLine(note, 60)})
+			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), grant, dash(s.Binding), dash(s.Issuer), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, fitCause(note, 60)})
 		}
 		return t.Render()
 	})

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -84,6 +85,15 @@ func preflight(app *cli.App, args []string) ([]string, error) {
 	if !help {
 		return args, nil
 	}
+	// urfave/cli shows the parent's help for a subcommand's --help: print
+	// the subcommand's own.
+	if len(path) >= 2 && len(path[len(path)-1].Subcommands) == 0 {
+		cp := *path[len(path)-1]
+		cp.HelpName = commandLine(path)
+		cp.Flags = append(slices.Clip(cp.Flags), cli.HelpFlag)
+		cli.HelpPrinter(app.Writer, cli.CommandHelpTemplate, &cp)
+		return nil, errHelpShown
+	}
 	globals, _ = extractFlags(args[1:], app.Flags, false)
 	out := []string{args[0]}
 	for _, g := range globals {
@@ -96,6 +106,9 @@ func preflight(app *cli.App, args []string) ([]string, error) {
 	}
 	return append(out, "--help"), nil
 }
+
+// errHelpShown: preflight printed the help asked for; exit 0.
+var errHelpShown = errors.New("help shown")
 
 // commandLine is "mcpx" and the names of path.
 func commandLine(path []*cli.Command) string {

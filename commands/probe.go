@@ -84,11 +84,11 @@ Examples:
    mcpx probe --file targets.yaml -o sarif > probe.sarif
    mcpx probe URL1 URL2 --expect ok -o junit > probe.xml`,
 	Flags: []cli.Flag{
-		&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, Usage: "time limit per step; the whole probe gets 3x"},
+		&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, Usage: "`DURATION` per step; the whole probe gets 3x"},
 		&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "extra request header `K:V` (repeatable; the value is never printed)"},
 		&cli.StringFlag{Name: "ca-file", Usage: "PEM `FILE` of CAs to trust in addition to the system store"},
-		&cli.StringFlag{Name: "transport", Usage: "streamable-http or sse (default: the config's, else streamable-http)"},
-		&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern (default: the config's, else auto)"},
+		&cli.StringFlag{Name: "transport", Usage: "`TRANSPORT`: streamable-http or sse", DefaultText: "the config's, else streamable-http"},
+		&cli.StringFlag{Name: "protocol", Usage: "`PROTOCOL`: auto, legacy or modern", DefaultText: "the config's, else auto"},
 		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
 		&cli.BoolFlag{Name: "show-certs", Usage: "print every certificate the server presented, with its PEM (in -o json too)"},
 		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
@@ -99,7 +99,8 @@ Examples:
 		&cli.StringFlag{Name: "fail-on", Value: "fail", Usage: "`LEVEL` that fails a target: fail, or warn (a step warning fails it too)"},
 		reportOutputFlag,
 	},
-	Action: runProbe,
+	BashComplete: completeServers,
+	Action:       runProbe,
 }
 
 func runProbe(c *cli.Context) error {
@@ -258,7 +259,7 @@ func runProbeSomewhere(c *cli.Context, req api.ProbeRequest) (*probe.Report, str
 
 // probeTable prints one line per step, then the verdict and the hint.
 func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
-	fmt.Fprintf(w, "Probing %s (%s)\n\n", rep.Target, rep.Mode)
+	fmt.Fprintf(w, "Probing %s (%s)\n\n", shown(rep.Target), rep.Mode)
 	t := newTable(w, "STEP", "STATUS", "TIME", "DETAIL")
 	for _, s := range rep.Steps {
 		tm := "-"
@@ -294,7 +295,7 @@ func probeTable(w io.Writer, rep *probe.Report, colour, waterfall bool) error {
 	case probe.CodeAuthRequired:
 		col = yellow
 	}
-	fmt.Fprintf(w, "\nresult: %s: %s\n", color(colour, col, verdict), res.Message)
-	fmt.Fprintf(w, "hint: %s\n", res.Hint)
+	fmt.Fprintf(w, "\nresult: %s: %s\n", color(colour, col, verdict), shown(res.Message))
+	fmt.Fprintf(w, "hint: %s\n", shown(res.Hint))
 	return nil
 }

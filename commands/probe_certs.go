@@ -66,7 +66,11 @@ func printCertificates(w io.Writer, rep *probe.Report, all bool) {
 		if len(c.SANs) > 0 {
 			fmt.Fprintf(w, "  names:     %s\n", strings.Join(c.SANs, ", "))
 		}
-		fmt.Fprintf(w, "  valid:     %s to %s (%d days left)\n", tableTime(c.NotBefore), tableTime(c.NotAfter), c.DaysLeft)
+		left := fmt.Sprintf("%d days left", c.DaysLeft)
+		if !c.NotAfter.After(time.Now()) {
+			left = fmt.Sprintf("expired %s ago", humanDuration(time.Since(c.NotAfter)))
+		}
+		fmt.Fprintf(w, "  valid:     %s to %s (%s)\n", tableTime(c.NotBefore), tableTime(c.NotAfter), left)
 		fmt.Fprintf(w, "  sha256:    %s\n", c.SHA256)
 		if all && c.PEM != "" {
 			fmt.Fprint(w, c.PEM)

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/metrics"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -23,15 +25,16 @@ systemd, launchd, a container or a test; 'mcpx up' runs it in the
 background instead. On a signal it drains in-flight calls, closes the
 upstreams, flushes state and removes the socket.
 
-Its garbage collector runs at GOGC=400 with GOMEMLIMIT=1GiB (fewer
-collections on the request path); set either variable to override.
+Its garbage collector runs at GOGC=400 (fewer collections on the request
+path) with a memory limit 48 MiB above the live heap (so a large heap is
+not multiplied by five); set GOGC or GOMEMLIMIT to override.
 
 Examples:
    mcpx proxyd
    mcpx proxyd --log-level debug --socket /tmp/mcpx.sock`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log `FORMAT`: text or json"},
 		&cli.StringFlag{Name: "replica", EnvVars: []string{replica.EnvID}, Usage: "this proxyd's `ID` among replicas sharing one state database (default: the host name)"},
 	},
 	Action: runProxyd,
@@ -72,12 +75,16 @@ func runProxyd(c *cli.Context) error {
 // proxyd's live heap is a few megabytes, so Go's default (GOGC=100)
 // collects after every few megabytes of per-call garbage, taking CPU from
 // the calls in flight; at 400 it collects a quarter as often, for some
-// tens of megabytes more under load. The memory limit keeps a large live
-// heap from being multiplied by five; it is set well above anything proxyd
-// holds, since near it the collector runs almost without pause.
+// tens of megabytes more under load. A large live heap (thousands of
+// upstream tools, a thousand client sessions) must not be multiplied by
+// five, though: a memory limit follows the live heap, leaving it at most
+// daemonHeadroom to grow into (so GOGC=400 holds below a live heap of
+// daemonHeadroom/4, and the collector never runs without pause, since the
+// headroom is always there).
 const (
-	daemonGCPercent   = 400
-	daemonMemoryLimit = 1 << 30
+	daemonGCPercent = 400
+	daemonHeadroom  = 48 << 20
+	headroomEvery   = 250 * time.Millisecond
 )
 
 func tuneCollector() {
@@ -85,6 +92,19 @@ func tuneCollector() {
 		debug.SetGCPercent(daemonGCPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(daemonMemoryLimit)
+		go keepHeadroom()
+	}
+}
+
+// keepHeadroom sets the memory limit to the live heap plus daemonHeadroom,
+// again and again as the live heap changes.
+func keepHeadroom() {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	for {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() == metrics.KindUint64 {
+			debug.SetMemoryLimit(int64(sample[0].Value.Uint64()) + daemonHeadroom)
+		}
+		time.Sleep(headroomEvery)
 	}
 }

@@ -52,8 +52,8 @@ Examples:
    mcpx servers add legacy https://old.example.com/sse --transport sse
    mcpx servers add local --env LOG_LEVEL=warn -- npx -y @modelcontextprotocol/server-everything`,
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "transport", Usage: "streamable-http, sse or stdio (default from URL/command)"},
-				&cli.StringFlag{Name: "protocol", Usage: "auto, legacy or modern", Value: ""},
+				&cli.StringFlag{Name: "transport", Usage: "`TRANSPORT`: streamable-http, sse or stdio", DefaultText: "from the URL or command"},
+				&cli.StringFlag{Name: "protocol", Usage: "`PROTOCOL`: auto, legacy or modern", DefaultText: "auto"},
 				&cli.StringFlag{Name: "prefix", Usage: "put `PREFIX` before the server's tool and prompt names (default NAME__; \"\" for none)"},
 				&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "HTTP header `K:V` sent upstream (repeatable)"},
 				&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "environment `K=V` for a stdio server (repeatable)"},

@@ -45,7 +45,7 @@ Examples:
    mcpx stdio
    {"command": "mcpx", "args": ["stdio"]}   (in a client's server list)`,
 	Flags: []cli.Flag{
-		&cli.DurationFlag{Name: "reconnect-wait", Value: 30 * time.Second, Usage: "how long to wait for a restarted proxyd"},
+		&cli.DurationFlag{Name: "reconnect-wait", Value: 30 * time.Second, Usage: "wait up to `DURATION` for a restarted proxyd"},
 	},
 	Action: runStdio,
 }

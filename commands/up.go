@@ -32,8 +32,8 @@ Examples:
    mcpx --state-dir /tmp/mcpx --socket /tmp/mcpx/s.sock up`,
 	Flags: []cli.Flag{
 		outputFlag,
-		&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second, Usage: "how long to wait for proxyd to become ready"},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "proxyd's log level"},
+		&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second, Usage: "wait up to `DURATION` for proxyd to become ready"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "proxyd's log `LEVEL`: debug, info, warn or error"},
 	},
 	Action: runUp,
 }

@@ -110,12 +110,7 @@ const modern = "2026-07-28"
 // pendingClientScenarios fail today, each for the reason given; they are
 // reported and not judged (one that passes says so, to leave this list).
 // A key is a scenario, or scenario@run for one run only.
-var pendingClientScenarios = map[string]string{
-	"sep-2640-client-no-prefetch":        "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-digest":      "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-size":        "skills (SEP-2640) are not implemented",
-	"sep-2640-client-verify-frontmatter": "skills (SEP-2640) are not implemented",
-}
+var pendingClientScenarios = map[string]string{}
 
 // clientJob is one scenario run: at the scenario's default revision
 // ("default"), or on the 2026-07-28 wire.

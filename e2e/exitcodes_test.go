@@ -57,10 +57,29 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"logout", "fixture"}, want: 3},
 		{args: []string{"connect-info"}, want: 3},
 		{args: []string{"activity", "follow"}, want: 3},
+		{args: []string{"resources"}, want: 3},
+		{args: []string{"read", "fixture", "file:///x"}, want: 3},
+		{args: []string{"prompts"}, want: 3},
+		{args: []string{"prompt", "fixture", "p"}, want: 3},
+		{args: []string{"rpc", "fixture", "ping"}, want: 3},
+		{args: []string{"status", "fixture"}, want: 3},
+		// Commands that work without proxyd.
+		{args: []string{"servers", "list"}, want: 0, stderr: "proxyd is not running"},
+		{args: []string{"down"}, want: 0},
+		{args: []string{"probe", "https://127.0.0.1:1/mcp", "--timeout", "2s"}, want: 13, stderr: "in-process"},
 		// No record to read either (proxyd never ran here).
 		{args: []string{"activity"}, want: 3, stderr: "record cannot be read"},
 		{args: []string{"health"}, want: 3},
 		{args: []string{"auth", "status"}, want: 3},
+	})
+
+	// An invalid config file.
+	bad := newEnv(t)
+	bad.writeConfig("servers:\n  - name: x\n    urll: https://example.test/mcp\n")
+	runExitCases(t, bad, "invalid config", []exitCase{
+		{args: []string{"up"}, want: 7, stderr: "urll"},
+		{args: []string{"servers", "list"}, want: 7, stderr: "urll"},
+		{args: []string{"servers", "add", "y", "https://example.test/mcp"}, want: 7},
 	})
 
 	e := newEnv(t)
@@ -81,6 +100,8 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"health", "fixture"}, want: 0},
 		{args: []string{"help", "exit-codes"}, want: 0},
 		{args: []string{"completion"}, want: 0},
+		{args: []string{"drill", "session", "fixture", "--help"}, want: 0},
+		{args: []string{"help", "servers", "add"}, want: 0},
 	})
 
 	// One code for "no such server" (and tool), with a did-you-mean.
@@ -96,6 +117,14 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"probe", "nope"}, want: 8},
 		{args: []string{"call", "fixture", "ech", "text=x"}, want: 8, stderr: `did you mean "echo"?`},
 		{args: []string{"activity", "show", "999999"}, want: 8},
+		{args: []string{"activity", "999999"}, want: 8},
+		{args: []string{"status", "fixtur"}, want: 8, stderr: `did you mean "fixture"?`},
+		{args: []string{"resources", "nope"}, want: 8},
+		{args: []string{"prompts", "nope"}, want: 8},
+		{args: []string{"read", "nope", "file:///x"}, want: 8},
+		{args: []string{"prompt", "nope", "p"}, want: 8},
+		{args: []string{"rpc", "nope", "ping"}, want: 8},
+		{args: []string{"auth", "status", "nope"}, want: 8},
 	})
 
 	runExitCases(t, e, "usage", []exitCase{
@@ -117,10 +146,27 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"servers", "add", "noscheme", "example.test/mcp"}, want: 2, stderr: "no scheme"},
 		{args: []string{"drill", "session", "fixture", "--calls", "0"}, want: 2},
 		{args: []string{"completion", "tcsh"}, want: 2},
+		{args: []string{"status", "a", "b"}, want: 2},
+		{args: []string{"resources", "a", "b"}, want: 2},
+		{args: []string{"prompts", "a", "b"}, want: 2},
+		{args: []string{"read", "fixture"}, want: 2},
+		{args: []string{"prompt", "fixture"}, want: 2},
+		{args: []string{"rpc", "fixture"}, want: 2},
+		{args: []string{"rpc", "fixture", "initialize"}, want: 2},
+		{args: []string{"auth", "set-token", "fixture"}, want: 2, stderr: "no token on stdin"},
+		{args: []string{"activity", "lst"}, want: 2, stderr: `did you mean "list"?`},
+		{args: []string{"call", "fixture", "echo", "--", ""}, want: 2},
+		{args: []string{"tools", "https://example.test/mcp", "extra"}, want: 2},
 	})
 
 	runExitCases(t, e, "the upstream failed", []exitCase{
 		{args: []string{"call", "broken", "echo", "text=x"}, want: 4},
+		{args: []string{"rpc", "broken", "ping"}, want: 4},
+		{args: []string{"read", "broken", "file:///x"}, want: 4},
+	})
+	runExitCases(t, e, "any other error", []exitCase{
+		// Nothing answers at the server's URL: the sign-in cannot start.
+		{args: []string{"login", "broken", "--timeout", "5s"}, want: 1, stderr: "OAuth discovery failed"},
 	})
 	runExitCases(t, e, "not signed in", []exitCase{
 		{args: []string{"drill", "refresh", "broken"}, want: 6, stderr: "mcpx login broken"},

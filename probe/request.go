@@ -70,6 +70,9 @@ func CheckRequest(req api.ProbeRequest) error {
 	if req.TimeoutMS < 0 || req.OverallMS < 0 {
 		return errors.New("timeouts must not be negative")
 	}
+	if maxMS := (24 * time.Hour).Milliseconds(); req.TimeoutMS > maxMS || req.OverallMS > maxMS {
+		return fmt.Errorf("timeouts must be at most %d ms (24h)", maxMS)
+	}
 	return nil
 }
 

@@ -38,13 +38,16 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	s, err := d.httpServer(req.Server)
+	timeout, err := requestTimeout(req.TimeoutMS)
 	if err != nil {
 		return err
 	}
-	timeout := loginTimeout
-	if req.TimeoutMS > 0 {
-		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	if timeout == 0 {
+		timeout = loginTimeout
+	}
+	s, err := d.httpServer(req.Server)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
@@ -57,7 +60,7 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := d.discover(ctx, s)
 	if err != nil {
-		return badRequest("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redact.Text(err.Error()), s.Name)
+		return conflict("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redact.Text(err.Error()), s.Name)
 	}
 	var out *ndjson
 	lr := oauth.LoginRequest{

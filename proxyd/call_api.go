@@ -3,7 +3,6 @@ package proxyd
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -24,10 +23,14 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	req.Server, req.Tool = d.resolveTool(req.Server, req.Tool)
+	timeout, err := requestTimeout(req.TimeoutMS)
+	if err != nil {
+		return err
+	}
 	ctx := r.Context()
-	if req.TimeoutMS > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	} else if c, ok := d.mgr.Get(req.Server); ok {
 		var cancel context.CancelFunc

@@ -128,6 +128,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 				if out.Err == nil {
 					out.Result = upstream.NewCallResult(raw)
 				}
+				out.Err = d.secrets.err(out.Err) // a stdio child's stderr may echo its env
 			}
 		}
 	}
@@ -170,7 +171,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 		Tool:               tool,
 		DurationMS:         float64(out.Duration.Microseconds()) / 1000,
 		Status:             status,
-		Error:              redact.Text(errText),
+		Error:              d.secrets.text(errText),
 		ErrorClass:         out.Class.Class,
 		FaultDomain:        out.Class.Domain,
 		UpstreamHTTPStatus: out.Class.HTTPStatus,

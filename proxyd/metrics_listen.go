@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/inbound"
 )
 
 // serverStates are every state a server can report, so each
@@ -97,6 +98,9 @@ func (d *Daemon) ready(ctx context.Context) error {
 	return nil
 }
 
+// metricsConnections caps the metrics listener's open connections.
+const metricsConnections = 32
+
 // serveMetrics starts the metrics listener when the config asks for one;
 // the returned server is shut down with the daemon.
 func (d *Daemon) serveMetrics(addr string) (*http.Server, error) {
@@ -107,8 +111,12 @@ func (d *Daemon) serveMetrics(addr string) (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics_listen %s: %w (is another process using it?)", addr, err)
 	}
-	srv := &http.Server{Handler: d.probeRoutes(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	// Bounded like the other servers: scrapers and probes are few.
+	lim := d.config().Limits
+	capped := inbound.Limit(ln, metricsConnections)
+	srv := inbound.Server(inbound.Bodies(d.probeRoutes(), lim.RequestBytes(), lim.BodyTimeout(), requestTooLarge),
+		lim.HeaderTimeout(), lim.KeepAliveTimeout(), capped)
+	go func() { _ = srv.Serve(capped) }()
 	d.metricsAddr = ln.Addr().String()
 	return srv, nil
 }

@@ -1,17 +1,46 @@
 package proxyd
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
 // naming is who answers to which exposed name right now: the ready
-// upstreams in configuration order (what the MCP endpoint serves).
+// upstreams in configuration order (what the MCP endpoint serves). It
+// costs in proportion to every server's tools (an upstream may have
+// thousands), so it is worked out again only when a server's state, prefix
+// or lists changed: 'mcpx status' stays fast.
 func (d *Daemon) naming() downstream.Naming {
-	return downstream.Name(d.Upstreams())
+	var key strings.Builder
+	for _, c := range d.mgr.List() {
+		// A list is replaced, never changed in place: its address and
+		// length tell a new one.
+		ts, ps, cfg := c.Tools(), c.Prompts(), c.Config()
+		fmt.Fprintf(&key, "%s\x00%s\x00%t\x00%p/%d\x00%p/%d\x00", c.Name(), cfg.ExposedPrefix(),
+			c.State() == api.StateReady, ts, len(ts), ps, len(ps))
+	}
+	d.names.mu.Lock()
+	defer d.names.mu.Unlock()
+	if d.names.valid && d.names.key == key.String() {
+		return d.names.naming
+	}
+	n := downstream.Name(d.Upstreams())
+	d.names.key, d.names.naming, d.names.valid = key.String(), n, true
+	return n
+}
+
+// namingCache is the last naming worked out and what it was worked out from.
+type namingCache struct {
+	mu     sync.Mutex
+	valid  bool
+	key    string
+	naming downstream.Naming
 }
 
 // prefixes lists every configured server with its prefix, ready or not.

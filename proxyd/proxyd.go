@@ -91,6 +91,11 @@ type Daemon struct {
 	shutOnce    sync.Once
 
 	syncTick chan struct{}
+
+	// secrets are the config's credentials, kept out of every log line
+	// and every text proxyd shows or stores.
+	secrets  secrets
+	names    namingCache
 	beatTick chan struct{} // a server's state changed: publish it to the replicas
 }
 
@@ -114,6 +119,8 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("loading config: %w", err)
 	}
 	d.cfg = cfg
+	d.secrets.use(cfg)
+	d.log = slog.New(redactingHandler{next: d.log.Handler(), s: &d.secrets})
 	d.logWarnings(cfg)
 	if err := privateDir(opts.StateDir, "state directory", "--state-dir", "the MCP bearer token or the database"); err != nil {
 		return err
@@ -135,7 +142,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer d.db.Close()
 	d.replicas = replica.New(d.db, opts.Replica)
-	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Replica: opts.Replica})
+	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Replica: opts.Replica, Durability: cfg.Activity.Durability})
 	d.health = health.NewTracker(time.Now)
 	d.metrics = newMetrics()
 	if d.tel, err = telemetry.Setup(ctx, telemetry.Options{ServiceVersion: opts.Version, Replica: opts.Replica, Gatherer: d.metrics.reg}); err != nil {
@@ -165,6 +172,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.relay = relay.New()
 	defer d.relay.Close()
 	d.down = downstream.New(d, opts.Version, d.log)
+	d.down.SetSessionLimits(cfg.Limits.MaxSessions, time.Duration(cfg.Limits.SessionIdleTimeout))
 	// The re-init counter lives on each connection; metrics read it there.
 	d.metrics.trackReinits(d.mgr.List)
 
@@ -197,15 +205,10 @@ func Run(ctx context.Context, opts Options) error {
 	// starts; calls are drained, never cancelled by the signal itself.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	mcpSrv := &http.Server{
-		Handler:           endOnShutdown(d.tel.Handler(d.down.Handler(d.token, "")), streams),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	apiSrv := &http.Server{
-		Handler:           endOnShutdown(d.routes(), streams),
-		ReadHeaderTimeout: 10 * time.Second,
-		ConnContext:       d.connContext,
-	}
+	srvs := d.newServers(cfg.Limits, mcpLn, sockLn,
+		endOnShutdown(d.tel.Handler(d.down.Handler(d.token, "")), streams), endOnShutdown(d.routes(), streams))
+	mcpSrv, apiSrv := srvs.mcp, srvs.api
+	apiSrv.ConnContext = d.connContext
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
@@ -219,8 +222,8 @@ func Run(ctx context.Context, opts Options) error {
 	watchDone := d.watchConfig(runCtx)
 
 	errc := make(chan error, 2)
-	go func() { errc <- serveErr(mcpSrv.Serve(mcpLn)) }()
-	go func() { errc <- serveErr(apiSrv.Serve(sockLn)) }()
+	go func() { errc <- serveErr(mcpSrv.Serve(srvs.mcpLn)) }()
+	go func() { errc <- serveErr(apiSrv.Serve(srvs.apiLn)) }()
 	d.log.Info("proxyd started", "version", opts.Version, "socket", opts.Socket, "mcp", "http://"+d.listen+"/mcp",
 		"config", opts.ConfigPath, "state_dir", opts.StateDir, "state", d.db.Engine()+":"+d.db.Path(),
 		"replica", opts.Replica, "metrics", d.metricsAddr, "servers", len(cfg.Servers))
@@ -342,6 +345,7 @@ func (d *Daemon) apply(cfg *config.Config, err error) (*api.ReloadResponse, erro
 	d.cfgErr = err
 	if err == nil {
 		d.cfg = cfg
+		d.secrets.use(cfg)
 	}
 	d.cfgMu.Unlock()
 	if err != nil {

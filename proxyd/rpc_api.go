@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/errtext"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -159,7 +160,7 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 		resp.Result = out.Result.Raw
 	}
 	if out.Err != nil {
-		resp.Error = &api.CallError{Message: redact.Text(out.Err.Error()), ErrorClass: out.Class.Class, FaultDomain: out.Class.Domain,
+		resp.Error = &api.CallError{Message: redact.Text(errtext.Dedupe(out.Err.Error())), ErrorClass: out.Class.Class, FaultDomain: out.Class.Domain,
 			UpstreamHTTPStatus: out.Class.HTTPStatus, Reason: out.Class.Reason}
 		var rpcErr *upstream.RPCError
 		if req.Method == string(mcp.MethodPromptsGet) && errors.As(out.Err, &rpcErr) && !promptKnown(conn, name) {

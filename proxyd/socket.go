@@ -70,6 +70,9 @@ func listenSocket(path string) (*net.UnixListener, error) {
 
 // peerUID returns the uid of the process at the other end of c.
 func peerUID(c net.Conn) (int, error) {
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = w.NetConn() // a connection counted by the listener's cap
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return -1, errors.New("not a unix connection")

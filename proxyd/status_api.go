@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/errtext"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
@@ -29,7 +30,7 @@ func (d *Daemon) status() api.Status {
 	}
 	d.cfgMu.RLock()
 	if d.cfgErr != nil {
-		s.ConfigError = d.cfgErr.Error()
+		s.ConfigError = d.secrets.text(d.cfgErr.Error())
 	}
 	d.cfgMu.RUnlock()
 	for _, c := range d.mgr.List() {
@@ -40,7 +41,10 @@ func (d *Daemon) status() api.Status {
 
 func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
-	st.Warnings = d.naming().OmittedBy(c.Name())
+	st.LastError = d.secrets.text(errtext.Dedupe(st.LastError))
+	// The endpoint's naming as of its last sync: working it out again would
+	// cost in proportion to every server's tools, on every status.
+	st.Warnings = d.down.Naming().OmittedBy(c.Name())
 	h := d.health.Snapshot(c.Name())
 	st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
 	if st.State == api.StateReady && h.Degraded {

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# make demo: the main job end to end on a throwaway state dir. Starts the
-# fixture MCP server, points proxyd at it, lists tools, calls one, shows a
-# classified failure and the activity log, then stops everything.
+# make demo: the whole job end to end on a throwaway state dir: the fixture
+# MCP server behind proxyd (tools, a call, a classified failure), a probe
+# of a healthy and a broken TLS endpoint, a sign-in to the fixture
+# authorization server with a headless browser, both drills, and the
+# activity log's upstream failures; then everything stops.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-mcpx="$root/bin/mcpx"
-fixtures="$root/bin/mcpx-fixtures"
-for b in "$mcpx" "$fixtures"; do
+# MCPX_DEMO_BINDIR runs the demo on binaries built elsewhere (the e2e test).
+bindir="${MCPX_DEMO_BINDIR:-$root/bin}"
+mcpx="$bindir/mcpx"
+fixtures="$bindir/mcpx-fixtures"
+browser="$bindir/mcpx-browser"
+for b in "$mcpx" "$fixtures" "$browser"; do
 	if [[ ! -x "$b" ]]; then
 		echo "demo: $b is missing; run 'make build' (or 'make demo')" >&2
 		exit 1
@@ -15,15 +20,15 @@ for b in "$mcpx" "$fixtures"; do
 done
 
 tmp="$(mktemp -d /tmp/mcpx-demo-XXXXXX)"
-fixture_pid=""
+pids=()
 cleanup() {
 	local rc=$?
 	# Stop proxyd if a step failed before 'mcpx down'; never mind errors here.
 	"$mcpx" down >/dev/null 2>&1 || true
-	if [[ -n "$fixture_pid" ]]; then
-		kill "$fixture_pid" 2>/dev/null || true
-		wait "$fixture_pid" 2>/dev/null || true
-	fi
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	rm -rf "$tmp"
 	if [[ $rc -ne 0 ]]; then
 		echo >&2
@@ -42,26 +47,58 @@ export MCPX_STATE_DIR="$tmp/state"
 section() { printf '\n== %s ==\n' "$*"; }
 # show prints a mcpx command line the way a user would type it, then runs it.
 show() { printf '$ mcpx %s\n' "$*"; "$mcpx" "$@"; }
-
-section "fixture MCP server"
-"$fixtures" mcp --addr 127.0.0.1:0 >"$tmp/fixture.out" 2>"$tmp/fixture.err" &
-fixture_pid=$!
-url=""
-for _ in $(seq 1 100); do # up to 10 s for the ready line
-	url="$(sed -n 's/^url: //p' "$tmp/fixture.out")"
-	[[ -n "$url" ]] && break
-	if ! kill -0 "$fixture_pid" 2>/dev/null; then
-		cat "$tmp/fixture.err" >&2
-		echo "demo: the fixture server exited" >&2
+# expect runs a mcpx command that must exit with the given code.
+expect() {
+	local want=$1 rc
+	shift
+	set +e
+	show "$@"
+	rc=$?
+	set -e
+	if [[ $rc -ne $want ]]; then
+		echo "demo: 'mcpx $*' exited $rc, want $want" >&2
 		exit 1
 	fi
-	sleep 0.1
-done
-if [[ -z "$url" ]]; then
-	echo "demo: the fixture server printed no url line within 10s" >&2
+	echo "(exit $rc, as documented)"
+}
+
+# fixture NAME ARGS... starts 'mcpx-fixtures ARGS' and waits (up to 10 s)
+# for its ready lines in $tmp/NAME.out; value NAME KEY reads one.
+fixture() {
+	local name=$1
+	shift
+	"$fixtures" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	pids+=($!)
+	for _ in $(seq 1 100); do
+		[[ -n "$(value "$name" url)" ]] && return 0
+		if ! kill -0 "${pids[-1]}" 2>/dev/null; then
+			cat "$tmp/$name.err" >&2
+			echo "demo: mcpx-fixtures $* exited" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+	echo "demo: mcpx-fixtures $* printed no url line within 10s" >&2
 	exit 1
-fi
-echo "serving $url (pid $fixture_pid)"
+}
+value() { sed -n "s/^$2: //p" "$tmp/$1.out" | head -1; }
+# ready waits (up to 10 s) until proxyd reports the server ready.
+ready() {
+	for _ in $(seq 1 100); do
+		if "$mcpx" status "$1" -o json 2>/dev/null | grep -q '"state": "ready"'; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "demo: server $1 did not become ready" >&2
+	"$mcpx" status "$1" >&2 || true
+	exit 1
+}
+
+section "fixture MCP server"
+fixture mcp mcp --addr 127.0.0.1:0 --era legacy
+url="$(value mcp url)"
+echo "serving $url (pid ${pids[-1]})"
 
 section "config ($MCPX_CONFIG)"
 cat >"$MCPX_CONFIG" <<YAML
@@ -75,14 +112,7 @@ cat "$MCPX_CONFIG"
 
 section "start proxyd"
 show up
-
-# Wait (bounded) until the upstream is connected, so the listing is complete.
-for _ in $(seq 1 100); do
-	if "$mcpx" status -o json | grep -q '"state": "ready"'; then
-		break
-	fi
-	sleep 0.1
-done
+ready fixture
 
 section "status"
 show status
@@ -93,26 +123,33 @@ show tools
 section "call a tool"
 show call fixture echo text=hello
 
-section "a failing call, classified (exit 4 expected)"
-set +e
-show call fixture fail
-rc=$?
-set -e
-if [[ $rc -ne 4 ]]; then
-	echo "demo: 'mcpx call fixture fail' exited $rc, want 4" >&2
-	exit 1
-fi
-echo "(exit $rc)"
+section "a failing call, classified"
+expect 4 call fixture fail
 
-section "activity"
-show activity
+section "probe a healthy and a broken TLS endpoint"
+fixture tls-ok tls --kind ok
+fixture tls-expired tls --kind expired
+show probe "$(value tls-ok url)" --ca-file "$(value tls-ok ca_file)" --waterfall=false
+expect 15 probe "$(value tls-expired url)" --ca-file "$(value tls-expired ca_file)" --waterfall=false
+
+section "sign in to a protected server (a headless browser approves)"
+fixture auth authserver --mcp --era legacy
+show servers add secure "$(value auth mcp)"
+# The browser is a program that follows the sign-in's redirects, as a
+# person who approves would: nothing opens on your screen.
+BROWSER="$browser --browse" show login secure
+ready secure
+show call secure echo text=signed-in
+
+section "drills"
+show drill refresh secure --callers 20
+show drill session fixture --calls 5
+
+section "what failed, and whose fault"
+show activity --fault-domain upstream
 
 section "stop proxyd"
 show down
-
-kill "$fixture_pid" 2>/dev/null || true
-wait "$fixture_pid" 2>/dev/null || true
-fixture_pid=""
 
 section "done"
 echo "demo passed"

@@ -27,6 +27,7 @@ func runMCP(ctx context.Context, args []string, stdout io.Writer) error {
 	authServers := fs.String("auth-server", "", "comma-separated authorization server `URLs` for the protected-resource metadata")
 	forgetEvery := fs.Duration("forget-every", 0, "forget every session at this `interval` (0: never)")
 	noDelete := fs.Bool("no-delete", false, "answer DELETE with 405 instead of ending the session")
+	extraTools := fs.Int("tools", 0, "add this `many` generated tools (tool_00001, ...) to the list")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +49,7 @@ func runMCP(ctx context.Context, args []string, stdout io.Writer) error {
 		ForgetEvery:       *forgetEvery,
 		BearerToken:       *bearer,
 		RefuseDelete:      *noDelete,
+		ExtraTools:        *extraTools,
 	}
 	if *authServers != "" {
 		opts.AuthorizationServers = strings.Split(*authServers, ",")

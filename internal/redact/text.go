@@ -69,7 +69,26 @@ func Text(s string, secrets ...string) string {
 	if len(secrets) == 0 {
 		return patterns(Control(s))
 	}
-	forms := spellings(secrets)
+	return textForms(s, spellings(secrets))
+}
+
+// Secrets is a set of known secret values (a daemon's configured header
+// values, client secrets, environment values) with their spellings worked
+// out once, for text redacted again and again.
+type Secrets struct{ forms []string }
+
+// NewSecrets prepares values for Secrets.Text.
+func NewSecrets(values ...string) *Secrets { return &Secrets{forms: spellings(values)} }
+
+// Text is Text(s, values...) for the set's values; a nil set knows none.
+func (set *Secrets) Text(s string) string {
+	if set == nil || len(set.forms) == 0 {
+		return patterns(Control(s))
+	}
+	return textForms(s, set.forms)
+}
+
+func textForms(s string, forms []string) string {
 	s = replaceAll(s, forms)
 	if c := Control(s); c != s {
 		// an escape sequence inside a secret hid it from the first pass

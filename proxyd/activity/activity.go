@@ -89,8 +89,22 @@ type Options struct {
 	RetentionInterval time.Duration
 	// Replica is stamped on every record added without one.
 	Replica string
-	Now     func() time.Time
+	// Durability is DurabilityBatch (default) or DurabilitySync.
+	Durability string
+	Now        func() time.Time
 }
+
+// Durabilities. With batch, Add returns at once and a record is committed
+// with its batch, within FlushInterval or as soon as BatchSize records
+// wait: a crash (SIGKILL) loses at most what was added in that window,
+// more only when the writer falls behind (up to QueueSize). With sync, Add
+// returns once its record is committed (concurrent calls share commits):
+// nothing a caller saw finish is lost, at the cost of a commit on the
+// call's path.
+const (
+	DurabilityBatch = "batch"
+	DurabilitySync  = "sync"
+)
 
 // Defaults.
 const (
@@ -133,10 +147,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// item is a record to write, or a flush request when done is set.
+// item is a record to write, or a flush request when done is set; a
+// record with committed set is one whose writer waits for its commit.
 type item struct {
-	rec  Record
-	done chan error
+	rec       Record
+	done      chan error
+	committed chan error
 }
 
 // Store is the activity log over the state database.
@@ -197,6 +213,20 @@ func (s *Store) Add(r Record) {
 		}
 	}
 	it := item{rec: r}
+	if s.opts.Durability == DurabilitySync {
+		it.committed = make(chan error, 1)
+		select {
+		case s.queue <- it:
+		case <-s.stop:
+			s.dropped.Add(1)
+			return
+		}
+		select {
+		case <-it.committed:
+		case <-s.stopped:
+		}
+		return
+	}
 	select {
 	case s.queue <- it:
 		return
@@ -318,15 +348,19 @@ func (s *Store) run() {
 			return
 		}
 		batch = append(batch, it.rec)
+		if it.committed != nil {
+			flushes = append(flushes, it.committed)
+		}
 	}
 
 	for {
 		select {
 		case it := <-s.queue:
 			take(it)
-			// Take what is already waiting, up to a batch.
+			// Take what is already waiting, up to a batch: records whose
+			// callers wait for the commit share one.
 		drain:
-			for len(batch) < s.opts.BatchSize && len(flushes) == 0 {
+			for len(batch) < s.opts.BatchSize {
 				select {
 				case it := <-s.queue:
 					take(it)

@@ -50,7 +50,14 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 	}
 	c := mk()
 	defer c.Close()
-	st := NewStore(openDB(b, store.EngineSQLite), Options{MaxAge: -1, MaxRows: -1})
+	// batch: the record is queued; sync: the call waits for its commit.
+	for _, durability := range []string{DurabilityBatch, DurabilitySync} {
+		b.Run(durability, func(b *testing.B) { recordingOverhead(b, c, durability) })
+	}
+}
+
+func recordingOverhead(b *testing.B, c *client.Client, durability string) {
+	st := NewStore(openDB(b, store.EngineSQLite), Options{MaxAge: -1, MaxRows: -1, Durability: durability})
 	defer st.Close()
 
 	req := mcp.CallToolRequest{}

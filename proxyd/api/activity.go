@@ -127,12 +127,12 @@ func ParseActivityQuery(v url.Values) (ActivityQuery, error) {
 	}
 	var err error
 	if s := v.Get(paramSince); s != "" {
-		if q.Since, err = time.Parse(time.RFC3339Nano, s); err != nil {
+		if q.Since, err = parseQueryTime(s); err != nil {
 			return q, fmt.Errorf("since: %w", err)
 		}
 	}
 	if s := v.Get(paramUntil); s != "" {
-		if q.Until, err = time.Parse(time.RFC3339Nano, s); err != nil {
+		if q.Until, err = parseQueryTime(s); err != nil {
 			return q, fmt.Errorf("until: %w", err)
 		}
 	}
@@ -142,6 +142,19 @@ func ParseActivityQuery(v url.Values) (ActivityQuery, error) {
 		}
 	}
 	return q, nil
+}
+
+// parseQueryTime reads an RFC 3339 time of years 1 to 9999 in UTC (what
+// the format can say, and so what the query encodes back).
+func parseQueryTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, err
+	}
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return time.Time{}, fmt.Errorf("%s is outside the years 1 to 9999", s)
+	}
+	return t, nil
 }
 
 // SummaryGroup is the grouping of a summary request ("by"), default server.

@@ -35,6 +35,8 @@ const (
 	CodeUnavailable = "unavailable"
 	// CodeNoRoute: this daemon has no such endpoint (an older version).
 	CodeNoRoute = "no_route"
+	// CodeTooLarge: the request body is over limits.max_request_bytes.
+	CodeTooLarge = "too_large"
 )
 
 // SplitList reads a list filter of the activity API: values may be

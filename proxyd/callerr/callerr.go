@@ -61,6 +61,17 @@ type PolicyError struct{ Reason string }
 
 func (e *PolicyError) Error() string { return "refused by proxyd: " + e.Reason }
 
+// LimitError is an upstream response that broke one of proxyd's bounds (an
+// SSE line or event longer than max_response_bytes, a stream that drips
+// without ending a line): proxyd stopped reading it and dropped the
+// connection. The upstream is at fault; Limit names the setting.
+type LimitError struct {
+	Limit  string
+	Reason string
+}
+
+func (e *LimitError) Error() string { return "the upstream broke a limit: " + e.Reason }
+
 // RefusedError is a call proxyd refused because the request itself is wrong:
 // an unknown server or tool, invalid arguments. The client is at fault.
 type RefusedError struct{ Reason string }
@@ -152,6 +163,7 @@ type rule func(Input) (Classification, bool)
 var rules = []rule{
 	callerCancelled,
 	typedRefusals,
+	limitBroken,
 	sessionReestablished,
 	sessionTerminated,
 	authFailure,
@@ -195,6 +207,18 @@ func typedRefusals(in Input) (Classification, bool) {
 		return Classification{Class: ClassProxyInternal, Domain: DomainProxy, Reason: "failure inside proxyd"}, true
 	}
 	return Classification{}, false
+}
+
+// limitBroken: the upstream's response broke a bound and was cut off. The
+// MCP library may report only that the stream ended, so the transport's
+// record counts as much as the error.
+func limitBroken(in Input) (Classification, bool) {
+	le := in.Facts.Limit
+	if le == nil && !errors.As(in.Err, &le) {
+		return Classification{}, false
+	}
+	return Classification{Class: ClassProxyPolicy, Domain: DomainUpstream,
+		Reason: "stopped by proxyd: the upstream broke the " + le.Limit + " limit: " + le.Reason}, true
 }
 
 // sessionReestablished: proxyd re-established a lost upstream session but
@@ -348,11 +372,16 @@ func network(reason string) Classification {
 	return Classification{Class: ClassNetwork, Domain: DomainUpstream, Reason: reason}
 }
 
+// ErrWrongID is a reply whose JSON-RPC id is not the request's: whatever it
+// answers, it is not this call's result.
+var ErrWrongID = errors.New("the upstream replied with another request's JSON-RPC id")
+
 // jsonRPCSentinels are the errors the MCP library makes from standard
-// JSON-RPC error codes; they only ever come from an upstream response.
+// JSON-RPC error codes, and proxyd's own for replies that break JSON-RPC;
+// they only ever come from an upstream response.
 var jsonRPCSentinels = []error{
 	mcp.ErrParseError, mcp.ErrInvalidRequest, mcp.ErrMethodNotFound, mcp.ErrInvalidParams,
-	mcp.ErrInternalError, mcp.ErrRequestInterrupted, mcp.ErrResourceNotFound,
+	mcp.ErrInternalError, mcp.ErrRequestInterrupted, mcp.ErrResourceNotFound, ErrWrongID,
 }
 
 func jsonRPCSentinel(in Input) (Classification, bool) {

@@ -37,6 +37,8 @@ type Facts struct {
 	InsufficientScope bool
 	// TransportErr is the last error the HTTP transport returned (no response).
 	TransportErr error
+	// Limit is set when a response broke one of proxyd's bounds and was cut off.
+	Limit *LimitError
 }
 
 // Recorder collects Facts for one call; it is safe for concurrent use.
@@ -77,6 +79,16 @@ func (r *Recorder) MarkDispatched() {
 	}
 	r.mu.Lock()
 	r.f.Dispatched = true
+	r.mu.Unlock()
+}
+
+// RecordLimit records that a response of the call broke a bound.
+func (r *Recorder) RecordLimit(e *LimitError) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.f.Limit = e
 	r.mu.Unlock()
 }
 

@@ -21,6 +21,7 @@ import (
 type Config struct {
 	Listen   string         `yaml:"listen,omitempty" json:"listen,omitempty"` // downstream MCP endpoint, loopback host:port; default DefaultListen
 	Activity ActivityConfig `yaml:"activity,omitempty" json:"activity,omitzero"`
+	Limits   Limits         `yaml:"limits,omitempty" json:"limits,omitzero"`
 	Servers  []Server       `yaml:"servers,omitempty" json:"servers,omitempty"`
 	State    StateConfig    `yaml:"state,omitempty" json:"state,omitzero"`
 	// MetricsListen, when set, serves /metrics (Prometheus), /livez and
@@ -35,6 +36,10 @@ type Config struct {
 type ActivityConfig struct {
 	MaxAge  Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`   // retention by age, default DefaultActivityMaxAge
 	MaxRows int      `yaml:"max_rows,omitempty" json:"max_rows,omitempty"` // retention by count, default DefaultActivityMaxRows
+	// Durability is batch (default: records are committed in batches, a
+	// crash loses the last ~50 ms) or sync (a call returns once its record
+	// is committed).
+	Durability string `yaml:"durability,omitempty" json:"durability,omitempty"`
 }
 
 // StateConfig chooses where proxyd keeps its state. Empty: the SQLite
@@ -87,6 +92,9 @@ type Server struct {
 	// MaxResponseBytes bounds one HTTP response body from the server;
 	// default DefaultMaxResponseBytes.
 	MaxResponseBytes int `yaml:"max_response_bytes,omitempty" json:"max_response_bytes,omitempty"`
+	// StreamIdleTimeout closes a standing event stream silent this long;
+	// default DefaultStreamIdleTimeout.
+	StreamIdleTimeout Duration `yaml:"stream_idle_timeout,omitempty" json:"stream_idle_timeout,omitempty"`
 }
 
 // TLS adjusts certificate verification for a remote server.

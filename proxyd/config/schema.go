@@ -110,24 +110,26 @@ var (
 		"allow_missing_pkce_methods": {kind: kBool, example: "allow_missing_pkce_methods: true"},
 	}
 	serverFields = map[string]field{
-		"name":               {kind: kString, example: "name: docs"},
-		"url":                {kind: kString, example: "url: https://example.com/mcp"},
-		"transport":          {kind: kString, example: "transport: streamable-http"},
-		"protocol":           {kind: kString, example: "protocol: auto"},
-		"prefix":             {kind: kString, example: `prefix: "gh_"`},
-		"headers":            {kind: kStringMap, example: "headers: {X-Team: infra}"},
-		"tls":                {kind: kObject, example: "tls: {ca_file: /path/to/ca.pem}", sub: tlsFields},
-		"oauth":              {kind: kObject, example: "oauth: {client_id: my-client}", sub: oauthFields},
-		"command":            {kind: kString, example: "command: npx"},
-		"args":               {kind: kStringList, example: `args: ["-y", "@modelcontextprotocol/server-everything"]`},
-		"env":                {kind: kStringMap, example: "env: {LOG_LEVEL: warn}"},
-		"disabled":           {kind: kBool, example: "disabled: true"},
-		"timeout":            {kind: kDuration, example: "timeout: 60s"},
-		"max_response_bytes": {kind: kInt, example: "max_response_bytes: 16777216"},
+		"name":                {kind: kString, example: "name: docs"},
+		"url":                 {kind: kString, example: "url: https://example.com/mcp"},
+		"transport":           {kind: kString, example: "transport: streamable-http"},
+		"protocol":            {kind: kString, example: "protocol: auto"},
+		"prefix":              {kind: kString, example: `prefix: "gh_"`},
+		"headers":             {kind: kStringMap, example: "headers: {X-Team: infra}"},
+		"tls":                 {kind: kObject, example: "tls: {ca_file: /path/to/ca.pem}", sub: tlsFields},
+		"oauth":               {kind: kObject, example: "oauth: {client_id: my-client}", sub: oauthFields},
+		"command":             {kind: kString, example: "command: npx"},
+		"args":                {kind: kStringList, example: `args: ["-y", "@modelcontextprotocol/server-everything"]`},
+		"env":                 {kind: kStringMap, example: "env: {LOG_LEVEL: warn}"},
+		"disabled":            {kind: kBool, example: "disabled: true"},
+		"timeout":             {kind: kDuration, example: "timeout: 60s"},
+		"max_response_bytes":  {kind: kInt, example: "max_response_bytes: 16777216"},
+		"stream_idle_timeout": {kind: kDuration, example: "stream_idle_timeout: 5m"},
 	}
 	activityFields = map[string]field{
-		"max_age":  {kind: kDuration, example: "max_age: 720h"},
-		"max_rows": {kind: kInt, example: "max_rows: 1000000"},
+		"max_age":    {kind: kDuration, example: "max_age: 720h"},
+		"max_rows":   {kind: kInt, example: "max_rows: 1000000"},
+		"durability": {kind: kString, example: "durability: sync"},
 	}
 	stateFields = map[string]field{
 		"postgres": {kind: kString, example: "postgres: postgres://mcpx@db.example:5432/mcpx"},
@@ -137,6 +139,7 @@ var (
 		"state":          {kind: kObject, example: "state: {postgres: postgres://mcpx@db.example:5432/mcpx}", sub: stateFields},
 		"listen":         {kind: kString, example: "listen: " + DefaultListen},
 		"activity":       {kind: kObject, example: "activity: {max_age: 720h, max_rows: 1000000}", sub: activityFields},
+		"limits":         {kind: kObject, example: "limits: {max_request_bytes: 4194304}", sub: limitsFields},
 		"servers":        {kind: kServerList, example: "servers: [{name: docs, url: https://example.com/mcp}]"},
 	}
 )

@@ -47,6 +47,10 @@ func (c *Config) Validate() error {
 	if c.Activity.MaxRows < 0 {
 		v.add("activity.max_rows", "activity max_rows must not be negative", fmt.Sprintf("use a positive count (default %d)", DefaultActivityMaxRows))
 	}
+	v.limits(c.Limits)
+	if d := c.Activity.Durability; d != "" && d != "batch" && d != "sync" {
+		v.add("activity.durability", fmt.Sprintf("activity durability must be batch or sync, not %q", d), "batch (the default) commits records in batches; sync commits each call's record before the call returns")
+	}
 	if c.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
 			v.add("metrics_listen", fmt.Sprintf("metrics_listen %q is not host:port", c.MetricsListen), "for example metrics_listen: 127.0.0.1:9464")
@@ -268,6 +272,9 @@ func (v *validator) server(s *Server, i int) {
 	}
 	if s.Timeout < 0 {
 		v.add("timeout", fmt.Sprintf("%stimeout must not be negative", prefix(where)), "use a positive duration such as 60s")
+	}
+	if s.StreamIdleTimeout < 0 {
+		v.add("stream_idle_timeout", fmt.Sprintf("%sstream_idle_timeout must not be negative", prefix(where)), "use a positive duration such as 5m")
 	}
 
 	// Keys that only make sense for the other kind of server are mistakes,

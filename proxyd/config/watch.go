@@ -14,11 +14,19 @@ import (
 )
 
 // watchDebounce lets an editor's burst of events (truncate, write, rename)
-// settle into one reload.
-const watchDebounce = 100 * time.Millisecond
+// settle into one reload; watchSettle is how long the content must then
+// stay the same before it is applied, so that a file written in place a
+// piece at a time is not applied half-written because a prefix parses.
+// (A writer pausing longer than that between pieces should write a new
+// file and rename it over the old one, as mcpx does.)
+const (
+	watchDebounce = 100 * time.Millisecond
+	watchSettle   = 500 * time.Millisecond
+)
 
 // Watch calls onChange with the reloaded configuration (or the error that
-// loading it gave) each time the file at path changes content, until ctx
+// loading it gave) each time the file at path changes content and then
+// stays unchanged for watchSettle, until ctx
 // ends; done is closed once the watcher has stopped. It watches the
 // directory, not the file, because atomic writes (AddServer's and most
 // editors') replace the file with a new one. The directory is created
@@ -49,6 +57,8 @@ func Watch(ctx context.Context, path string, onChange func(*Config, error)) (don
 	}
 	names := map[string]bool{filepath.Clean(path): true, filepath.Clean(target): true}
 	last := readOrNil(path)
+	var seen []byte // content at the previous check, to be confirmed
+	checked := false
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
@@ -66,6 +76,7 @@ func Watch(ctx context.Context, path string, onChange func(*Config, error)) (don
 				}
 				if names[filepath.Clean(ev.Name)] {
 					timer.Reset(watchDebounce)
+					checked = false
 				}
 			case err, ok := <-w.Errors:
 				if !ok {
@@ -74,11 +85,21 @@ func Watch(ctx context.Context, path string, onChange func(*Config, error)) (don
 				onChange(nil, fmt.Errorf("watch config: %w", err))
 			case <-timer.C:
 				data := readOrNil(path)
+				if !checked || !bytes.Equal(data, seen) {
+					seen, checked = data, true
+					timer.Reset(watchSettle) // confirm it stays this way
+					continue
+				}
+				checked = false
 				if bytes.Equal(data, last) {
 					continue // touched, or rewritten with the same content
 				}
 				last = data
-				onChange(Load(path))
+				if data == nil {
+					onChange(Load(path)) // removed: an empty configuration
+					continue
+				}
+				onChange(Parse(path, data))
 			}
 		}
 	}()

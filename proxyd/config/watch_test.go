@@ -78,3 +78,52 @@ func TestWatch(t *testing.T) {
 		})
 	}
 }
+
+// A file written in place a piece at a time is applied once whole, never
+// half-written, even when the pieces parse on their own.
+func TestWatchWaitsForAStableFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mcpx")
+	p := filepath.Join(dir, "config.yaml")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan loaded, 16)
+	if _, err := Watch(ctx, p, func(c *Config, err error) { got <- loaded{c, err} }); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces := []string{"servers:\n  - name: a\n    command: x\n", "  - name: b\n    command: y\n", "  - name: c\n    command: z\n"}
+	// A slow writer: a pause between pieces longer than an editor's burst.
+	tick := time.NewTicker(3 * watchDebounce)
+	defer tick.Stop()
+	for i, piece := range pieces {
+		if i > 0 {
+			<-tick.C
+		}
+		if _, err := f.WriteString(piece); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	select {
+	case l := <-got:
+		if l.err != nil || len(l.c.Servers) != len(pieces) {
+			t.Fatalf("applied %v servers (err %v) of a file still being written; want all %d once written", namesOf(l.c), l.err, len(pieces))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the finished file was never applied")
+	}
+}
+
+func namesOf(c *Config) []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range c.Servers {
+		out = append(out, s.Name)
+	}
+	return out
+}

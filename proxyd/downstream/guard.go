@@ -2,7 +2,6 @@ package downstream
 
 import (
 	"context"
-	"crypto/subtle"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,11 +26,11 @@ func (s *Server) Handler(token string, client string) http.Handler {
 		}))
 	}
 	h := server.NewStreamableHTTPServer(s.mcp, opts...)
+	s.sessions.releaseIn(h)
 	return s.guard(h, token, client)
 }
 
 func (s *Server) guard(next http.Handler, token, client string) http.Handler {
-	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
 			http.Error(w, "forbidden: Host must be a loopback address (DNS rebinding protection)", http.StatusForbidden)
@@ -41,16 +40,25 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 			http.Error(w, "forbidden: cross-origin request refused", http.StatusForbidden)
 			return
 		}
+		if r.URL.Path != endpointPath {
+			http.Error(w, "not found: the MCP endpoint is "+endpointPath, http.StatusNotFound)
+			return
+		}
 		if token != "" {
-			got := []byte(r.Header.Get("Authorization"))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
+			if !bearerOK(r.Header.Get("Authorization"), token) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcpx", error="invalid_token", error_description="use the token from 'mcpx connect-info'"`)
 				http.Error(w, "unauthorized: proxyd needs its bearer token; run 'mcpx connect-info'", http.StatusUnauthorized)
 				return
 			}
 		}
+		if refuseBatch(w, r) {
+			return
+		}
 		if s.relay(w, r, client) {
 			return
+		}
+		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && sid != "" {
+			defer s.sessions.listen(sid)()
 		}
 		next.ServeHTTP(w, r)
 	})

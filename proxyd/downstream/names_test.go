@@ -134,16 +134,16 @@ func TestOwner(t *testing.T) {
 func TestSessionIDsBounded(t *testing.T) {
 	s := newSessionIDs()
 	first := s.Generate()
-	for i := 0; i < maxLive; i++ {
+	for i := 0; i < DefaultMaxSessions; i++ {
 		id := s.Generate()
 		if i%2 == 0 {
 			s.Terminate(id)
 		}
 	}
-	if s.get(first) != nil && len(s.live) > maxLive {
+	if s.get(first) != nil && len(s.live) > DefaultMaxSessions {
 		t.Fatal("live sessions are not bounded")
 	}
-	if len(s.live) > maxLive || len(s.terminated) > maxTerminated {
+	if len(s.live) > DefaultMaxSessions || len(s.terminated) > maxTerminated {
 		t.Fatalf("live %d, terminated %d", len(s.live), len(s.terminated))
 	}
 	if _, err := s.Validate("not-ours"); err == nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -77,7 +78,7 @@ func parseEnvelope(body []byte) (envelope, bool) {
 			ok = false
 			return ""
 		}
-		if bytes.IndexByte(v, '\\') < 0 {
+		if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 			return string(v[1 : len(v)-1])
 		}
 		var s string

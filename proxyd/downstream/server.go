@@ -5,6 +5,7 @@ package downstream
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,8 @@ type Server struct {
 	promptSig string
 	resSig    string
 	omitted   string // the omissions last logged
+	// naming is the naming of the last Sync: what the endpoint serves.
+	naming atomic.Pointer[Naming]
 }
 
 // New builds the aggregated server; call Sync after upstream changes.
@@ -102,7 +105,7 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 		server.WithCacheHints(CacheTTLMillis, mcp.CacheScopePrivate),
 		server.WithInstructions("mcpx proxyd: tools and prompts of each upstream server are named <prefix><name>, the prefix being <server>__ unless configured otherwise."),
 	}
-	hooks := &server.Hooks{}
+	hooks := s.sessions.counted(&server.Hooks{})
 	// A call to a tool no upstream offers is refused by the library before
 	// any handler runs; it still belongs in the activity log.
 	if rr, ok := backend.(UnknownToolRecorder); ok {
@@ -154,6 +157,15 @@ func (s *Server) sessionOf(ctx context.Context) *session {
 	return nil
 }
 
+// Naming is who answers to which exposed name on the endpoint, as of the
+// last Sync; reading it costs nothing, however many tools there are.
+func (s *Server) Naming() Naming {
+	if n := s.naming.Load(); n != nil {
+		return *n
+	}
+	return Naming{}
+}
+
 // MCPServer exposes the underlying server (tests, stdio bridge).
 func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
 
@@ -164,11 +176,14 @@ func (s *Server) MCPServer() *server.MCPServer { return s.mcp }
 func (s *Server) Sync() {
 	ups := s.backend.Upstreams()
 	naming := Name(ups)
+	s.naming.Store(&naming)
 	var tools []server.ServerTool
 	var prompts []server.ServerPrompt
 	var resources []server.ServerResource
 	var templates []server.ServerResourceTemplate
-	var tsig, psig, rsig strings.Builder
+	// Signatures of the lists, to tell a change: hashes, not the JSON of
+	// every tool (megabytes for an upstream with thousands of tools).
+	tsig, psig, rsig := sha256.New(), sha256.New(), sha256.New()
 	seenURI := map[string]bool{}
 	table := newRoutes()
 	for _, u := range ups {
@@ -224,17 +239,17 @@ func (s *Server) Sync() {
 	defer s.mu.Unlock()
 	s.logOmissions(naming.Omitted)
 	s.table.Store(table)
-	if sig := tsig.String(); sig != s.toolSig {
+	if sig := string(tsig.Sum(nil)); sig != s.toolSig {
 		s.toolSig = sig
 		s.mcp.SetTools(tools...)
 		s.listChanged(mcp.MethodNotificationToolsListChanged)
 	}
-	if sig := psig.String(); sig != s.promptSig {
+	if sig := string(psig.Sum(nil)); sig != s.promptSig {
 		s.promptSig = sig
 		s.mcp.SetPrompts(prompts...)
 		s.listChanged(mcp.MethodNotificationPromptsListChanged)
 	}
-	if sig := rsig.String(); sig != s.resSig {
+	if sig := string(rsig.Sum(nil)); sig != s.resSig {
 		s.resSig = sig
 		s.mcp.SetResources(resources...)
 		s.mcp.SetResourceTemplates(templates...)

@@ -1,12 +1,18 @@
 package downstream
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
@@ -15,12 +21,16 @@ import (
 const sessionPrefix = "mcpx-"
 
 // maxTerminated bounds the memory of ended sessions (they are remembered
-// only so a client reusing one is told it ended); maxLive bounds sessions
-// that clients never end (most never send DELETE): the oldest is dropped
-// and its client told to initialize again.
+// only so a client reusing one is told it ended).
+const maxTerminated = 4096
+
+// Defaults of the session bounds (config limits.max_sessions and
+// limits.session_idle_timeout). Most clients never send DELETE, so a
+// session ends when it has been idle for the timeout or, at the cap, when
+// it is the least recently used; its client is told to initialize again.
 const (
-	maxTerminated = 4096
-	maxLive       = 16384
+	DefaultMaxSessions        = 1024
+	DefaultSessionIdleTimeout = time.Hour
 )
 
 // session is what proxyd keeps of one legacy-era client session: what the
@@ -28,6 +38,13 @@ const (
 // notifications/cancelled).
 type session struct {
 	id string
+
+	// Under sessionIDs.mu: the session's place in the LRU queue and its
+	// last request. streams counts open GET streams: a session listening
+	// for notifications is in use even when it sends nothing.
+	elem    *list.Element
+	used    time.Time
+	streams atomic.Int32
 
 	mu       sync.Mutex
 	caps     relay.Caps
@@ -103,18 +120,28 @@ func (s *session) end() {
 
 // sessionIDs issues and tracks downstream sessions (legacy era). It is
 // mcp-go's session id manager and also lets the relay find a session
-// without going through the library.
+// without going through the library. A session that ends without DELETE
+// (idle, or evicted at the cap) is released in the library too.
 type sessionIDs struct {
-	mu         sync.RWMutex
+	mu         sync.Mutex
 	live       map[string]*session
-	order      []string // live ids, oldest first (may hold ended ones)
+	lru        *list.List // of *session; front: most recently used
 	terminated map[string]struct{}
+	max        int
+	idle       time.Duration
+	now        func() time.Time
 	// ended is told of every session that ends (DELETE or eviction).
 	ended func(*session)
+	// release ends a session proxyd ended in the library (its own
+	// per-session state), as a DELETE would.
+	release []func(id string)
+	// registered counts sessions the library holds state for.
+	registered atomic.Int64
 }
 
 func newSessionIDs() *sessionIDs {
-	return &sessionIDs{live: map[string]*session{}, terminated: map[string]struct{}{}}
+	return &sessionIDs{live: map[string]*session{}, lru: list.New(), terminated: map[string]struct{}{},
+		max: DefaultMaxSessions, idle: DefaultSessionIdleTimeout, now: time.Now}
 }
 
 var errUnknownSession = errors.New("unknown session id")
@@ -123,33 +150,66 @@ func (s *sessionIDs) Generate() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	id := sessionPrefix + hex.EncodeToString(b)
-	var evicted []*session
 	s.mu.Lock()
-	s.live[id] = &session{id: id}
-	s.order = append(s.order, id)
-	for len(s.live) > maxLive && len(s.order) > 0 {
-		oldest := s.order[0]
-		s.order = s.order[1:]
-		if old, ok := s.live[oldest]; ok {
-			evicted = append(evicted, old)
-		}
-		delete(s.live, oldest)
-	}
-	if len(s.order) > 2*maxLive {
-		// Compact ids that ended by DELETE.
-		kept := s.order[:0]
-		for _, o := range s.order {
-			if _, ok := s.live[o]; ok {
-				kept = append(kept, o)
-			}
-		}
-		s.order = kept
-	}
+	now := s.now()
+	sess := &session{id: id, used: now}
+	sess.elem = s.lru.PushFront(sess)
+	s.live[id] = sess
+	ended := s.evict(now)
 	s.mu.Unlock()
-	for _, old := range evicted {
-		s.finish(old)
-	}
+	s.endAll(ended)
 	return id
+}
+
+// evict ends sessions idle past the timeout and, over the cap, the least
+// recently used, from the back of the queue (every use moves a session to
+// the front). A session with an open GET stream is in use however quiet:
+// it goes to the front instead, unless every session has had its turn.
+// It returns the ended sessions; the caller ends them unlocked.
+func (s *sessionIDs) evict(now time.Time) []*session {
+	var ended []*session
+	idleBefore := now.Add(-s.idle)
+	for looked := 0; s.lru.Len() > 0; looked++ {
+		over := len(s.live) > s.max
+		sess := s.lru.Back().Value.(*session)
+		switch {
+		case sess.streams.Load() > 0 && !(over && looked >= s.lru.Len()):
+			if looked >= s.lru.Len() {
+				return ended
+			}
+			sess.used = now
+			s.lru.MoveToFront(sess.elem)
+		case over || sess.used.Before(idleBefore):
+			s.forget(sess)
+			ended = append(ended, sess)
+		default:
+			return ended
+		}
+	}
+	return ended
+}
+
+// forget removes a live session, remembering it as terminated; under mu.
+func (s *sessionIDs) forget(sess *session) {
+	s.lru.Remove(sess.elem)
+	delete(s.live, sess.id)
+	if len(s.terminated) >= maxTerminated {
+		for k := range s.terminated {
+			delete(s.terminated, k)
+			break
+		}
+	}
+	s.terminated[sess.id] = struct{}{}
+}
+
+// endAll ends sessions proxyd evicted: in proxyd, then in the library.
+func (s *sessionIDs) endAll(ended []*session) {
+	for _, sess := range ended {
+		s.finish(sess)
+		for _, r := range s.release {
+			r(sess.id)
+		}
+	}
 }
 
 func (s *sessionIDs) finish(sess *session) {
@@ -163,12 +223,16 @@ func (s *sessionIDs) Validate(id string) (isTerminated bool, err error) {
 	if !strings.HasPrefix(id, sessionPrefix) {
 		return false, errUnknownSession
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if _, ok := s.terminated[id]; ok {
+	s.mu.Lock()
+	live := s.touch(id) != nil
+	_, term := s.terminated[id]
+	ended := s.evict(s.now())
+	s.mu.Unlock()
+	s.endAll(ended)
+	if term {
 		return true, nil
 	}
-	if _, ok := s.live[id]; !ok {
+	if !live {
 		return false, errUnknownSession
 	}
 	return false, nil
@@ -181,36 +245,106 @@ func (s *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
 		s.mu.Unlock()
 		return false, nil
 	}
-	delete(s.live, id)
-	if len(s.terminated) >= maxTerminated {
-		for k := range s.terminated {
-			delete(s.terminated, k)
-			break
-		}
-	}
-	s.terminated[id] = struct{}{}
+	s.forget(sess)
 	s.mu.Unlock()
 	s.finish(sess)
 	return false, nil
 }
 
-// get returns the live session id, or nil.
-func (s *sessionIDs) get(id string) *session {
-	s.mu.RLock()
+// touch marks a live session used and returns it (nil if not live); under mu.
+func (s *sessionIDs) touch(id string) *session {
 	sess := s.live[id]
-	s.mu.RUnlock()
+	if sess != nil {
+		sess.used = s.now()
+		s.lru.MoveToFront(sess.elem)
+	}
 	return sess
+}
+
+// get returns the live session id, marked used, or nil.
+func (s *sessionIDs) get(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.touch(id)
 }
 
 // each calls f for every live session.
 func (s *sessionIDs) each(f func(*session)) {
-	s.mu.RLock()
+	s.mu.Lock()
 	all := make([]*session, 0, len(s.live))
 	for _, sess := range s.live {
 		all = append(all, sess)
 	}
-	s.mu.RUnlock()
+	s.mu.Unlock()
 	for _, sess := range all {
 		f(sess)
 	}
 }
+
+// listen marks a session as listening while its GET stream is open; the
+// returned func ends that.
+func (s *sessionIDs) listen(id string) func() {
+	sess := s.get(id)
+	if sess == nil {
+		return func() {}
+	}
+	sess.streams.Add(1)
+	return func() {
+		s.mu.Lock()
+		s.touch(id)
+		sess.streams.Add(-1)
+		s.mu.Unlock()
+	}
+}
+
+// counted adds hooks to h that count the sessions the library registers.
+func (s *sessionIDs) counted(h *server.Hooks) *server.Hooks {
+	h.AddOnRegisterSession(func(context.Context, server.ClientSession) { s.registered.Add(1) })
+	h.AddOnUnregisterSession(func(context.Context, server.ClientSession) { s.registered.Add(-1) })
+	return h
+}
+
+// count is the number of live sessions.
+func (s *sessionIDs) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
+
+// SetSessionLimits sets the session cap and idle timeout (0: default).
+func (s *Server) SetSessionLimits(max int, idle time.Duration) {
+	s.sessions.mu.Lock()
+	defer s.sessions.mu.Unlock()
+	if max > 0 {
+		s.sessions.max = max
+	}
+	if idle > 0 {
+		s.sessions.idle = idle
+	}
+}
+
+// Sessions is the number of live downstream sessions: proxyd's, and the
+// library's (which holds per-session state of its own).
+func (s *Server) Sessions() (live, library int) {
+	return s.sessions.count(), int(s.sessions.registered.Load())
+}
+
+// releaseIn has the library handler h drop a session proxyd ended, as a
+// DELETE would; its per-session state goes with proxyd's.
+func (s *sessionIDs) releaseIn(h http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release = append(s.release, func(id string) {
+		r, _ := http.NewRequest(http.MethodDelete, "http://127.0.0.1/mcp", nil)
+		r.Header.Set("Mcp-Session-Id", id)
+		h.ServeHTTP(discard{h: http.Header{}}, r)
+	})
+}
+
+// discard is a ResponseWriter for the library's answer to an internal
+// DELETE, which nobody reads.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header         { return d.h }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}

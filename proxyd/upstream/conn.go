@@ -111,6 +111,7 @@ type Conn struct {
 	// era, so later connections pin it and keep a GET listener open for
 	// list_changed (mcp-go's listener rules out the modern probe).
 	legacySeen atomic.Bool
+	breaches   breaches // limits broken in a row, pacing reconnects
 
 	tries attempts // connection attempts, for ReconnectWait
 }

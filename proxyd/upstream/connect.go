@@ -63,19 +63,18 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 			transport.WithCommandStderrWriter(stderr),
 		), nil
 	case config.TransportSSE:
-		hc, err := newHTTPClient(s, c.opts.wrappers())
+		hc, err := newHTTPClient(s, c.opts.wrappers(), c.streamBounds())
 		if err != nil {
 			return nil, err
 		}
+		c.useHTTP(hc)
 		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(hdrs))
 	default:
-		hc, err := newHTTPClient(s, c.wrappers())
+		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds())
 		if err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		c.hc = hc
-		c.mu.Unlock()
+		c.useHTTP(hc)
 		opts := []transport.StreamableHTTPCOption{
 			transport.WithHTTPBasicClient(hc),
 			transport.WithHTTPHeaders(hdrs),

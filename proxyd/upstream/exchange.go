@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -238,6 +239,9 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 	var sr *SessionReestablishedError
 	if errors.As(err, &sr) && ex.Method == string(mcp.MethodToolsCall) {
 		sr.Tool = ex.Name
+	}
+	if err != nil {
+		err = limitCause(ctx, err)
 	}
 	return raw, err
 }
@@ -467,6 +471,9 @@ func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *ex
 			c.cancelUpstream(cl, nil, w, x.id)
 		}
 		return nil, transport.NewError(err)
+	}
+	if resp.ID.String() != req.ID.String() {
+		return nil, fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, x.id, resp.ID.String())
 	}
 	if resp.Error != nil {
 		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}

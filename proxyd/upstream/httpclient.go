@@ -18,9 +18,9 @@ import (
 type Wrapper func(server string, next http.RoundTripper) http.RoundTripper
 
 // newHTTPClient builds the http.Client that mcp-go uses for one server:
-// wrappers (recorder, bearer) → redirect policy → net/http with the
-// server's TLS settings. mcp-go gets a plain client and never sees tokens.
-func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
+// wrappers (recorder, bearer) → event-stream bounds → response size limit
+// → net/http with the server's TLS settings. mcp-go gets a plain client and never sees tokens.
+func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds) (*http.Client, error) {
 	base := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -39,10 +39,11 @@ func newHTTPClient(s config.Server, wrappers []Wrapper) (*http.Client, error) {
 		base.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	var rt http.RoundTripper = standardHeaders{next: limitTransport{next: retryAfterTransport{next: base}, max: s.ResponseLimit()}}
+	rt = boundedStreams{next: rt, b: streams}
 	for i := len(wrappers) - 1; i >= 0; i-- {
 		rt = wrappers[i](s.Name, rt)
 	}
-	return &http.Client{Transport: rt, CheckRedirect: httppolicy.Redirect{}.Check}, nil
+	return &http.Client{Transport: idleCloser{RoundTripper: rt, base: base}, CheckRedirect: httppolicy.Redirect{}.Check}, nil
 }
 
 // certPool is the system pool plus the configured CA file.

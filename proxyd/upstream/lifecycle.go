@@ -36,6 +36,7 @@ func (c *Conn) run() {
 			c.nextRetry = time.Time{}
 			c.mu.Unlock()
 			c.opts.changed(c.name)
+			readyAt := time.Now()
 			select {
 			case <-c.ctx.Done():
 				c.closeClient()
@@ -43,6 +44,9 @@ func (c *Conn) run() {
 			case err := <-c.broken:
 				c.opts.logger().Warn("upstream connection lost", "server", c.name, "err", err)
 				c.closeClient()
+				if !c.backOffAfterBreach(err, time.Since(readyAt)) {
+					return
+				}
 				c.setState(api.StateConnecting, err.Error())
 				c.opts.changed(c.name)
 				continue
@@ -149,4 +153,5 @@ func (c *Conn) close(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	c.closeClient()
+	c.closeHTTP()
 }

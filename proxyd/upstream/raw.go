@@ -16,6 +16,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
 
 // rawIDs numbers the requests mcpx sends itself. String ids keep them apart
@@ -108,6 +110,9 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 	resp, err := cl.GetTransport().SendRequest(ctx, req)
 	if err != nil {
 		return nil, transport.NewError(err)
+	}
+	if resp.ID.String() != req.ID.String() {
+		return nil, fmt.Errorf("%w (sent id %s, got %s)", callerr.ErrWrongID, req.ID.String(), resp.ID.String())
 	}
 	if resp.Error != nil {
 		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}

@@ -25,7 +25,7 @@ var handlers = map[string]handler{
 	// Echo the schema proxyd listed: keywords it dropped would show.
 	"json-schema-2020-12-preservation": echoSchema,
 	// A malformed x-mcp-header annotation leaves out that tool only.
-	"http-invalid-tool-headers": callTool("valid_tool", `{}`),
+	"http-invalid-tool-headers": callTool("valid_tool", `{"region":"us-west1"}`),
 	// Mcp-Method and Mcp-Name on every kind of request: a tool call, a
 	// resource read and a prompt, the last two through proxyd's endpoint.
 	"http-standard-headers": everyRequestKind,
@@ -33,6 +33,39 @@ var handlers = map[string]handler{
 	"elicitation-sep1034-client-defaults": callElicit("test_client_elicitation_defaults", "defaults"),
 	"sep-2322-client-request-state":       requestState,
 	"sse-retry":                           callFirst(`{}`),
+	// Skills: listing reads no file; loading verifies each file it reads
+	// and stops at the first that fails (these servers tamper with one).
+	"sep-2640-client-no-prefetch":        listSkills,
+	"sep-2640-client-verify-digest":      loadSkill("pdf-processing"),
+	"sep-2640-client-verify-size":        loadSkill("pdf-processing"),
+	"sep-2640-client-verify-frontmatter": loadSkill("pdf-processing"),
+}
+
+func listSkills(m *mcpx, _ scenarioContext) error {
+	if _, err := m.tools(); err != nil {
+		return err
+	}
+	_, err := m.run("skills", serverName, "-o", "json")
+	return err
+}
+
+// loadSkill loads a skill the server has tampered with: mcpx skills must
+// refuse it (exit 4) without reading the skill's other files.
+func loadSkill(name string) handler {
+	return func(m *mcpx, sc scenarioContext) error {
+		if err := listSkills(m, sc); err != nil {
+			return err
+		}
+		_, err := m.run("skills", serverName, name, "-o", "json")
+		var ee *exitError
+		if errors.As(err, &ee) && ee.code == 4 {
+			return nil // refused, as it must be
+		}
+		if err == nil {
+			return errors.New("mcpx skills loaded a skill whose files do not match its entry")
+		}
+		return err
+	}
 }
 
 func handlerFor(scenario string) handler {
@@ -98,9 +131,9 @@ func callFirst(args string) handler {
 
 func (m *mcpx) scenarioCalls(sc scenarioContext) error {
 	for _, c := range sc.ToolCalls {
-		args := string(c.Arguments)
-		if args == "" || args == "null" {
-			args = "{}"
+		args, err := withoutNulls(c.Arguments)
+		if err != nil {
+			return fmt.Errorf("arguments of %s: %w", c.Name, err)
 		}
 		if _, err := m.run("call", serverName, c.Name, args, "-o", "json"); err != nil {
 			return err
@@ -236,3 +269,23 @@ func signIn(m *mcpx, _ scenarioContext) error {
 // maxSignIns bounds sign-ins per run: the first, plus scope step-ups.
 // proxyd itself refuses after its own limit; this only stops a loop.
 const maxSignIns = 6
+
+// withoutNulls leaves out the arguments given as null: mcpx call checks
+// arguments against the tool's schema, where null is no boolean or
+// string; an argument left out is what a null stands for.
+func withoutNulls(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}", nil
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return "", err
+	}
+	for k, v := range args {
+		if string(v) == "null" {
+			delete(args, k)
+		}
+	}
+	b, err := json.Marshal(args)
+	return string(b), err
+}

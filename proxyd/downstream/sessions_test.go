@@ -1,0 +1,178 @@
+package downstream
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
+)
+
+// sessionServer serves the endpoint with the given session bounds and a
+// clock the test moves.
+type sessionServer struct {
+	t   *testing.T
+	s   *Server
+	url string
+
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newSessionServer(t *testing.T, max int, idle time.Duration) *sessionServer {
+	t.Helper()
+	ss := &sessionServer{t: t, now: time.Unix(1_000_000, 0)}
+	ss.s = New(hintBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ss.s.Sync()
+	ss.s.SetSessionLimits(max, idle)
+	ss.s.sessions.now = ss.clock
+	srv := httptest.NewServer(ss.s.Handler("", ""))
+	t.Cleanup(srv.Close)
+	ss.url = srv.URL + "/mcp"
+	return ss
+}
+
+func (ss *sessionServer) clock() time.Time {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.now
+}
+
+func (ss *sessionServer) advance(d time.Duration) {
+	ss.mu.Lock()
+	ss.now = ss.now.Add(d)
+	ss.mu.Unlock()
+}
+
+func (ss *sessionServer) post(sid, body string) *http.Response {
+	ss.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ss.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ss.t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// initialize opens a legacy-era session without ever ending it, as most
+// clients do.
+func (ss *sessionServer) initialize() string {
+	ss.t.Helper()
+	resp := ss.post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		ss.t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	return sid
+}
+
+// use sends a request on the session and returns its HTTP status.
+func (ss *sessionServer) use(sid string) int {
+	ss.t.Helper()
+	return ss.post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`).StatusCode
+}
+
+func (ss *sessionServer) counts() string {
+	live, lib := ss.s.Sessions()
+	return fmt.Sprintf("%d live, %d in the library", live, lib)
+}
+
+// At the cap the least recently used session ends, in proxyd and in the
+// library alike; a session in use survives any number of new ones.
+func TestSessionCapEvictsLeastRecentlyUsed(t *testing.T) {
+	const max = 20
+	ss := newSessionServer(t, max, time.Hour)
+	kept := ss.initialize()
+	early := ss.initialize()
+	for i := range 10 * max {
+		ss.advance(time.Second)
+		ss.initialize()
+		if i%5 == 0 {
+			if code := ss.use(kept); code != http.StatusOK {
+				t.Fatalf("the session in use got %d after %d new sessions", code, i+1)
+			}
+		}
+	}
+	live, lib := ss.s.Sessions()
+	if live > max || lib > max {
+		t.Fatalf("%s; the cap is %d", ss.counts(), max)
+	}
+	if code := ss.use(early); code != http.StatusNotFound {
+		t.Fatalf("an evicted session got %d, want 404 (initialize again)", code)
+	}
+	if code := ss.use(kept); code != http.StatusOK {
+		t.Fatalf("the session in use got %d", code)
+	}
+}
+
+// Sessions idle past the timeout end, in proxyd and in the library; one
+// listening on its GET stream is in use however quiet it is.
+func TestIdleSessionsExpire(t *testing.T) {
+	ss := newSessionServer(t, 100, time.Minute)
+	var idle []string
+	for range 10 {
+		idle = append(idle, ss.initialize())
+	}
+	listening := ss.initialize()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ss.url, nil)
+	req.Header.Set("Mcp-Session-Id", listening)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", resp, err)
+	}
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		_, _ = io.Copy(io.Discard, bufio.NewReader(resp.Body))
+	}()
+
+	ss.advance(2 * time.Minute)
+	fresh := ss.initialize()
+	if code := ss.use(fresh); code != http.StatusOK {
+		t.Fatalf("a fresh session got %d", code)
+	}
+	if live, lib := ss.s.Sessions(); live != 2 || lib != 2 {
+		t.Fatalf("%s, want the fresh and the listening session only", ss.counts())
+	}
+	if code := ss.use(idle[0]); code != http.StatusNotFound {
+		t.Fatalf("an expired session got %d, want 404", code)
+	}
+	if code := ss.use(listening); code != http.StatusOK {
+		t.Fatalf("the listening session got %d", code)
+	}
+
+	cancel()
+	<-streamDone
+	resp.Body.Close()
+	// The stream's end counts as use: it expires a timeout later.
+	waitfor.True(t, 5*time.Second, "the GET stream to end on the server", func() bool {
+		ss.s.sessions.mu.Lock()
+		defer ss.s.sessions.mu.Unlock()
+		sess, ok := ss.s.sessions.live[listening]
+		return ok && sess.streams.Load() == 0
+	})
+	ss.advance(2 * time.Minute)
+	ss.initialize()
+	if code := ss.use(listening); code != http.StatusNotFound {
+		t.Fatalf("the session idle since its stream ended got %d, want 404", code)
+	}
+}
