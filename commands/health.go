@@ -73,7 +73,7 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			row := []string{s.Name, s.State, fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)}
+			row := []string{s.Name, string(s.State), fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)}
 			if several {
 				row = append([]string{s.Replica}, row...)
 			}
@@ -93,7 +93,7 @@ func runHealth(c *cli.Context) error {
 	var bad []string
 	for _, s := range out {
 		if s.State != api.StateReady && s.State != api.StateDisabled {
-			bad = append(bad, s.Name+" is "+s.State)
+			bad = append(bad, s.Name+" is "+string(s.State))
 		}
 	}
 	if len(bad) > 0 {

@@ -101,7 +101,7 @@ func runServersList(c *cli.Context) error {
 	errorf(c, "proxyd is not running (start it with 'mcpx up'); showing %s\n", configPath(c))
 	out := make([]api.ServerStatus, 0, len(cfg.Servers))
 	for _, s := range cfg.Servers {
-		state := "not running"
+		state := api.State("not running")
 		if s.Disabled {
 			state = api.StateDisabled
 		}

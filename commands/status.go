@@ -104,7 +104,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 		if era == "" {
 			era = "-"
 		}
-		_ = t.Append([]string{s.Name, s.State, s.Transport, era, fmt.Sprint(s.Tools), redact.Control(detail)})
+		_ = t.Append([]string{s.Name, string(s.State), s.Transport, era, fmt.Sprint(s.Tools), redact.Control(detail)})
 	}
 	return t.Render()
 }

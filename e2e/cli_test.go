@@ -57,8 +57,8 @@ func checkStatusFormats(t *testing.T, e *env) {
 	var y struct {
 		Socket  string `yaml:"socket"`
 		Servers []struct {
-			Name  string `yaml:"name"`
-			State string `yaml:"state"`
+			Name  string    `yaml:"name"`
+			State api.State `yaml:"state"`
 		} `yaml:"servers"`
 	}
 	if r.code != 0 {

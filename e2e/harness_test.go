@@ -397,7 +397,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 
 // waitServer polls status until server name is in state want, and returns
 // that status.
-func (e *env) waitServer(name, want string) api.ServerStatus {
+func (e *env) waitServer(name string, want api.State) api.ServerStatus {
 	e.t.Helper()
 	var got api.ServerStatus
 	e.waitFor(fmt.Sprintf("server %q to be %s", name, want), func() (bool, string) {

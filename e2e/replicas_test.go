@@ -68,7 +68,7 @@ func TestReplicasSharePostgres(t *testing.T) {
 	waitFor(t, "health of both replicas from r1", func() (bool, string) {
 		var hs []api.ServerStatus
 		b.runJSON(0, &hs, "health", "-o", "json")
-		got := map[string]string{}
+		got := map[string]api.State{}
 		for _, h := range hs {
 			got[h.Replica] = h.State
 		}

@@ -375,6 +375,19 @@ func (d *Daemon) SetLevel(level string) {
 	wg.Wait()
 }
 
+// RootsChanged implements downstream.RootsNotifier.
+func (d *Daemon) RootsChanged(srv string) {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.RootsChanged(ctx); err != nil {
+		d.log.Debug("notifications/roots/list_changed", "server", srv, "err", err)
+	}
+}
+
 // Subscribe implements downstream.Subscriber.
 func (d *Daemon) Subscribe(ctx context.Context, srv, uri string) error {
 	c, ok := d.mgr.Get(srv)

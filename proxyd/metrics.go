@@ -17,6 +17,7 @@ type metrics struct {
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	reinits *reinitCollector
+	streams *streamsCollector
 }
 
 // reinitCollector reports each connection's session re-init counter
@@ -38,6 +39,30 @@ func (r *reinitCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// streamsCollector reports the downstream endpoint's open streams as
+// mcpx_downstream_open_streams{kind}: relayed requests being answered and
+// subscriptions/listen streams (each ends when its client leaves).
+type streamsCollector struct {
+	desc *prometheus.Desc
+	open atomic.Pointer[func() (requests, listens int64)]
+}
+
+func (s *streamsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+
+func (s *streamsCollector) Collect(ch chan<- prometheus.Metric) {
+	open := s.open.Load()
+	if open == nil {
+		return
+	}
+	requests, listens := (*open)()
+	ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(requests), "request")
+	ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(listens), "listen")
+}
+
+// trackStreams names where the endpoint's counts are (the endpoint
+// exists only after the metrics).
+func (m *metrics) trackStreams(open func() (requests, listens int64)) { m.streams.open.Store(&open) }
+
 // trackReinits names where the connections are (the manager exists only
 // after the metrics).
 func (m *metrics) trackReinits(list func() []*upstream.Conn) { m.reinits.conns.Store(&list) }
@@ -56,8 +81,10 @@ func newMetrics() *metrics {
 		}, []string{"server"}),
 		reinits: &reinitCollector{desc: prometheus.NewDesc("mcpx_session_reinits_total",
 			"Upstream session re-initialisations after a forgotten session, by server.", []string{"server"}, nil)},
+		streams: &streamsCollector{desc: prometheus.NewDesc("mcpx_downstream_open_streams",
+			"Relayed requests (kind=request) and subscriptions/listen streams (kind=listen) the MCP endpoint is serving now.", []string{"kind"}, nil)},
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.reinits, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.calls, m.latency, m.reinits, m.streams, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -16,7 +16,7 @@ import (
 
 // serverStates are every state a server can report, so each
 // mcpx_server_state series exists (0 or 1) from the start.
-var serverStates = []string{api.StateConnecting, api.StateReady, api.StateDegraded, api.StateError, api.StateDisabled}
+var serverStates = []api.State{api.StateConnecting, api.StateReady, api.StateDegraded, api.StateError, api.StateDisabled}
 
 // serverCollector reports each server's state: mcpx_server_up{server} is
 // 1 while it serves tools (ready or degraded), mcpx_server_state{server,
@@ -52,7 +52,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 			if s == st {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, conn.Name(), s)
+			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, v, conn.Name(), string(s))
 		}
 	}
 }

@@ -32,6 +32,15 @@ type relayUpstream struct {
 	mu        sync.Mutex
 	started   int
 	cancelled int
+	// rootsAsked and rootsChanged are the upstream sessions that asked
+	// for roots and that heard notifications/roots/list_changed.
+	rootsAsked, rootsChanged []string
+}
+
+func (u *relayUpstream) sessions() (asked, changed []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.rootsAsked...), append([]string(nil), u.rootsChanged...)
 }
 
 func (u *relayUpstream) cancels() int {
@@ -50,7 +59,7 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 	t.Helper()
 	u := &relayUpstream{}
 	s := server.NewMCPServer("relay-upstream", "1.0.0",
-		server.WithToolCapabilities(false), server.WithLogging(), server.WithPromptCapabilities(false),
+		server.WithToolCapabilities(false), server.WithLogging(), server.WithRoots(), server.WithPromptCapabilities(false),
 		server.WithResourceCapabilities(true, false), server.WithCompletions(),
 		server.WithPromptCompletionProvider(nameCompletions{}))
 	s.AddTool(mcp.NewTool("progress", mcp.WithReadOnlyHintAnnotation(true)), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -77,6 +86,25 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 			Message:         "Who are you?",
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
 		}).ToolResult(), nil
+	})
+	s.AddTool(mcp.NewTool("roots"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := server.ServerFromContext(ctx).RequestRoots(ctx, mcp.ListRootsRequest{})
+		if err != nil {
+			return nil, err
+		}
+		u.mu.Lock()
+		u.rootsAsked = append(u.rootsAsked, server.ClientSessionFromContext(ctx).SessionID())
+		u.mu.Unlock()
+		var uris []string
+		for _, r := range res.Roots {
+			uris = append(uris, r.URI)
+		}
+		return mcp.NewToolResultText(strings.Join(uris, ",")), nil
+	})
+	s.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), func(ctx context.Context, _ mcp.JSONRPCNotification) {
+		u.mu.Lock()
+		u.rootsChanged = append(u.rootsChanged, server.ClientSessionFromContext(ctx).SessionID())
+		u.mu.Unlock()
 	})
 	s.AddTool(mcp.NewTool("sample"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if r := server.SamplingResponse(req.Params.InputResponses, "llm"); r != nil {

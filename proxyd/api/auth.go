@@ -47,7 +47,7 @@ type LoginResult struct {
 // LoginConnection is the server's state after the reconnection that
 // follows a sign-in.
 type LoginConnection struct {
-	State string `json:"state"` // ready | degraded | error | disabled
+	State State  `json:"state"` // ready | degraded | error | disabled
 	Tools int    `json:"tools"`
 	Error string `json:"error,omitempty"` // why it is not usable
 }

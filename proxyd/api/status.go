@@ -2,15 +2,18 @@ package api
 
 import "time"
 
+// State is an upstream server's state as proxyd reports it.
+type State string
+
 // Server states.
 const (
-	StateConnecting = "connecting"
-	StateReady      = "ready"
-	StateDegraded   = "degraded"
-	StateError      = "error"
-	StateDisabled   = "disabled"
+	StateConnecting State = "connecting"
+	StateReady      State = "ready"
+	StateDegraded   State = "degraded"
+	StateError      State = "error"
+	StateDisabled   State = "disabled"
 	// StateUnknown: read from the record while proxyd is not running.
-	StateUnknown = "unknown"
+	StateUnknown State = "unknown"
 )
 
 // Status is GET /v1/status.
@@ -47,7 +50,7 @@ type ServerStatus struct {
 	ProtocolVersion string     `json:"protocol_version,omitempty"`
 	ServerName      string     `json:"server_name,omitempty"`
 	ServerVersion   string     `json:"server_version,omitempty"`
-	State           string     `json:"state"`
+	State           State      `json:"state"`
 	Summary         string     `json:"summary,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
 	Since           time.Time  `json:"since"`

@@ -19,6 +19,7 @@ import (
 type httpPeer struct {
 	w      http.ResponseWriter
 	s      *Server
+	server string   // the upstream the request went to
 	sess   *session // legacy era; nil in the modern era
 	modern bool
 	caps   relay.Caps
@@ -93,6 +94,10 @@ func (p *httpPeer) Ask(ctx context.Context, method string, params json.RawMessag
 		msg = append(msg, params...)
 	}
 	msg = append(msg, '}')
+	if method == relay.MethodRoots && p.sess != nil {
+		// A legacy upstream hears of later changes to these roots.
+		p.sess.askedRoots(p.server)
+	}
 	if method == relay.MethodElicitation {
 		// A URL elicitation's completion comes later, outside the call:
 		// remember whose it is.

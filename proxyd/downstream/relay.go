@@ -184,10 +184,12 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bo
 			return false
 		}
 	}
+	s.relaying.Add(1)
+	defer s.relaying.Add(-1)
 	c := call.Call
 	c.Params = relay.WithoutMember(c.Params, "_meta")
 	c.ProgressToken, c.Meta = splitMeta(meta)
-	peer := &httpPeer{w: w, s: s, modern: modern, level: -1}
+	peer := &httpPeer{w: w, s: s, server: c.Server, modern: modern, level: -1}
 	c.CallMeta = CallMeta{Client: "mcp"}
 	if modern {
 		peer.caps = relay.ParseCaps(relayMember(meta, mcp.MetaKeyClientCapabilities))

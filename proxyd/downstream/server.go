@@ -80,6 +80,9 @@ type Server struct {
 	listeners listeners
 	// urlElicitations routes the completion of URL elicitations.
 	urlElicitations urlElicitations
+	// relaying and listening count the relayed requests and listen
+	// streams being served (OpenStreams).
+	relaying, listening atomic.Int64
 
 	mu        sync.Mutex
 	toolSig   string
@@ -140,7 +143,24 @@ func New(backend Backend, version string, log *slog.Logger) *Server {
 		opts = append(opts, server.WithMethodCacheHints(m, CacheTTLMillis, mcp.CacheScopePrivate))
 	}
 	s.mcp = server.NewMCPServer("mcpx-proxyd", version, opts...)
+	// A legacy client's roots changed: the upstreams that asked it for its
+	// roots hear of it (the others never saw them).
+	if rn, ok := backend.(RootsNotifier); ok {
+		s.mcp.AddNotificationHandler(string(mcp.MethodNotificationRootsListChanged), func(ctx context.Context, _ mcp.JSONRPCNotification) {
+			if sess := s.sessionOf(ctx); sess != nil {
+				for _, srv := range sess.rootsAskers() {
+					go rn.RootsChanged(srv)
+				}
+			}
+		})
+	}
 	return s
+}
+
+// RootsNotifier is implemented by backends that tell an upstream a
+// client's roots changed.
+type RootsNotifier interface {
+	RootsChanged(server string)
 }
 
 // LevelSetter is implemented by backends that pass a client's
@@ -164,6 +184,12 @@ func (s *Server) Naming() Naming {
 		return *n
 	}
 	return Naming{}
+}
+
+// OpenStreams are the relayed requests and subscriptions/listen streams
+// being served now: both fall to zero once their clients have left.
+func (s *Server) OpenStreams() (requests, listens int64) {
+	return s.relaying.Load(), s.listening.Load()
 }
 
 // MCPServer exposes the underlying server (tests, stdio bridge).

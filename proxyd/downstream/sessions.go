@@ -51,6 +51,29 @@ type session struct {
 	level    string // logging/setLevel, "" when never set
 	inflight map[string]context.CancelFunc
 	subs     map[string]bool // resource URIs subscribed to
+	// roots are the upstreams that asked the client for its roots.
+	roots map[string]bool
+}
+
+// askedRoots notes that server asked the client for its roots.
+func (s *session) askedRoots(server string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.roots == nil {
+		s.roots = map[string]bool{}
+	}
+	s.roots[server] = true
+}
+
+// rootsAskers are the upstreams that asked the client for its roots.
+func (s *session) rootsAskers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.roots))
+	for srv := range s.roots {
+		out = append(out, srv)
+	}
+	return out
 }
 
 func (s *session) setCaps(c relay.Caps) {

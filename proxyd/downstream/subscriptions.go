@@ -182,6 +182,8 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg envelope) bo
 	if json.Unmarshal(msg.Params, &p) != nil {
 		return false
 	}
+	s.listening.Add(1)
+	defer s.listening.Add(-1)
 	sub, _ := s.backend.(Subscriber)
 	t := s.table.Load()
 	want := p.Notifications

@@ -132,12 +132,16 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	p := &parked{method: ex.Method, name: ex.Name, cancel: cancel,
 		done: make(chan struct{}), asks: map[string]*ask{}, wake: make(chan struct{}, 1), caps: peer.Caps()}
 	ex.Handler = p
+	// The first round is attached before the call starts: a notification
+	// the upstream sends at once has a client to go to.
+	h := &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
+	p.round = h
 	go func() {
 		defer close(p.done)
 		res, err := up.Relay(cctx, ex)
 		p.res, p.err = res, err
 	}()
-	return r.run(ctx, p, &handler{peer: peer, token: req.ProgressToken, stats: req.Stats})
+	return r.run(ctx, p, h)
 }
 
 // resume picks a parked call up again with the client's answers.
@@ -386,6 +390,13 @@ func (p *parked) Notify(method string, params json.RawMessage) {
 	if h != nil {
 		h.Notify(method, params)
 	}
+}
+
+// Attended: a client round is attached (the client waits on its request).
+func (p *parked) Attended() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.round != nil
 }
 
 func (p *parked) Accepts(method string) bool {

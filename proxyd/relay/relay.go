@@ -54,6 +54,14 @@ type Handler interface {
 	Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
+// Attender is implemented by handlers whose client may be away for a
+// while (a call parked between a modern client's rounds): the upstream
+// connection prefers an attended call when it must guess which call a
+// request belongs to.
+type Attender interface {
+	Attended() bool
+}
+
 // RPCError is a JSON-RPC error, code kept (the MCP library turns
 // non-standard codes into plain text).
 type RPCError struct {

@@ -156,3 +156,21 @@ func (c *Conn) applyLevel(ctx context.Context) {
 		c.opts.logger().Warn("setting the upstream's log level", "server", c.name, "level", level, "err", err)
 	}
 }
+
+// RootsChanged tells a legacy upstream that the roots of a client it asked
+// for them have changed (notifications/roots/list_changed), so it may ask
+// again. A modern upstream has no session to tell: it gets the client's
+// roots with each request that needs them.
+func (c *Conn) RootsChanged(ctx context.Context) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if c.Modern() {
+		return nil
+	}
+	if err := cl.RootListChanges(ctx); err != nil {
+		return fmt.Errorf("telling %s the roots changed: %w", c.name, err)
+	}
+	return nil
+}

@@ -35,7 +35,9 @@ const (
 
 // ErrNotReady is returned for calls to a server that is not connected.
 type ErrNotReady struct {
-	Server, State, LastError string
+	Server    string
+	State     api.State
+	LastError string
 	// SignIn: the server refused proxyd's credentials (HTTP 401), so the
 	// fix is a sign-in, not a network repair.
 	SignIn bool
@@ -62,7 +64,7 @@ type Conn struct {
 
 	mu         sync.RWMutex
 	hdrs       map[string]string // the configured headers, references resolved
-	state      string
+	state      api.State
 	lastErr    string
 	since      time.Time
 	nextRetry  time.Time
@@ -143,7 +145,7 @@ func (c *Conn) Name() string { return c.name }
 // Config is the server's configuration.
 func (c *Conn) Config() config.Server { return c.cfg }
 
-func (c *Conn) setState(state, lastErr string) {
+func (c *Conn) setState(state api.State, lastErr string) {
 	c.mu.Lock()
 	if c.state != state {
 		c.since = c.opts.now()

@@ -239,8 +239,10 @@ func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
 	}
 	switch n.Method {
 	case string(mcp.MethodNotificationProgress):
-		if x := c.routes.byToken(progressToken(params)); x != nil && x.ex.Handler != nil {
-			x.ex.Handler.Notify(n.Method, params)
+		// Progress after its call's end is dropped: the client's token
+		// means nothing once the result is out.
+		if x := c.routes.byToken(progressToken(params)); x != nil {
+			x.notify(n.Method, params)
 		}
 		return
 	case string(mcp.MethodNotificationCancelled):
@@ -250,8 +252,7 @@ func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
 		return
 	case string(mcp.MethodNotificationMessage):
 		// A log message belongs to the call in flight if there is only one.
-		if x := c.routes.only(func(x *exchange) bool { return x.ex.Handler != nil }); x != nil {
-			x.ex.Handler.Notify(n.Method, params)
+		if x := c.routes.only(func(x *exchange) bool { return x.ex.Handler != nil }); x != nil && x.notify(n.Method, params) {
 			return
 		}
 	}
@@ -265,7 +266,7 @@ func relayedCapabilities() mcp.ClientCapabilities {
 	return mcp.ClientCapabilities{
 		Roots: &struct {
 			ListChanged bool `json:"listChanged,omitempty"`
-		}{},
+		}{ListChanged: true}, // a client's notifications/roots/list_changed is passed on
 		Sampling:    &mcp.SamplingCapability{},
 		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 	}

@@ -52,6 +52,31 @@ type exchange struct {
 	// asked: methods of the upstream's requests routed to this call from
 	// outside its stream (under routes.mu).
 	asked map[string]bool
+
+	// notifyMu orders the call's notifications with its end: one passed
+	// on before the call returns is written before its result; after,
+	// none is (ended).
+	notifyMu sync.Mutex
+	ended    bool
+}
+
+// notify passes a notification to the call's client; false when the call
+// has ended (or has no client side), for the caller to route it elsewhere.
+func (x *exchange) notify(method string, params json.RawMessage) bool {
+	x.notifyMu.Lock()
+	defer x.notifyMu.Unlock()
+	if x.ended || x.ex.Handler == nil {
+		return false
+	}
+	x.ex.Handler.Notify(method, params)
+	return true
+}
+
+// end stops notifications for the call, after any being passed on.
+func (x *exchange) end() {
+	x.notifyMu.Lock()
+	x.ended = true
+	x.notifyMu.Unlock()
 }
 
 // routes finds the exchange a message from the upstream belongs to when it
@@ -138,36 +163,48 @@ func (r *routes) only(ok func(*exchange) bool) *exchange {
 // pick finds the call a request of the upstream belongs to when it arrives
 // outside any call's stream (stdio, the GET stream; the MCP library's
 // servers send sampling and roots requests there): the only call in
-// flight whose client can answer it; with several, the oldest not yet
-// asked for this method (servers ask in the order calls came, in
-// practice), else the oldest. With several calls in flight this is a
-// guess; a request on a call's own stream never needs one.
+// flight whose client can answer it; with several, one whose client is
+// waiting for it now (a call parked between a modern client's rounds
+// whose client has not come back is not), then the oldest not yet asked
+// for this method (servers ask in the order calls came, in practice),
+// else the oldest. With several calls in flight this is a guess; a
+// request on a call's own stream never needs one.
 func (r *routes) pick(method string, accepts func(*exchange) bool) *exchange {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var oldest, fresh *exchange
+	var best *exchange
+	var bestRank int
 	for x := range r.inflight {
 		if !accepts(x) {
 			continue
 		}
-		if oldest == nil || x.started.Before(oldest.started) {
-			oldest = x
+		rank := 0
+		if attended(x) {
+			rank += 2
 		}
-		if !x.asked[method] && (fresh == nil || x.started.Before(fresh.started)) {
-			fresh = x
+		if !x.asked[method] {
+			rank++
+		}
+		if best == nil || rank > bestRank || rank == bestRank && x.started.Before(best.started) {
+			best, bestRank = x, rank
 		}
 	}
-	x := fresh
-	if x == nil {
-		x = oldest
-	}
-	if x != nil {
-		if x.asked == nil {
-			x.asked = map[string]bool{}
+	if best != nil {
+		if best.asked == nil {
+			best.asked = map[string]bool{}
 		}
-		x.asked[method] = true
+		best.asked[method] = true
 	}
-	return x
+	return best
+}
+
+// attended reports whether a call's client is there to answer now: a
+// handler that can be left by its client says so (relay.Attender).
+func attended(x *exchange) bool {
+	if a, ok := x.ex.Handler.(relay.Attender); ok {
+		return a.Attended()
+	}
+	return true
 }
 
 func (r *routes) addAsk(id string, cancel context.CancelFunc) {
@@ -205,7 +242,7 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
-		return nil, &ErrNotReady{Server: c.name, State: "closing"}
+		return nil, &ErrNotReady{Server: c.name, State: stateClosing}
 	}
 	c.inflight.Add(1)
 	c.mu.Unlock()
@@ -220,6 +257,10 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 	}
 	c.routes.add(x)
 	defer c.routes.remove(x)
+	// Before the result goes back: a notification routed to this call from
+	// another goroutine (the GET stream, stdio) is written first or not
+	// at all.
+	defer x.end()
 
 	var rule retryRule
 	var tool *Tool
@@ -338,9 +379,7 @@ func (c *Conn) deliver(x *exchange, method string, params json.RawMessage) {
 			}
 		}
 	}
-	if x.ex.Handler != nil {
-		x.ex.Handler.Notify(method, params)
-	}
+	x.notify(method, params)
 }
 
 // progressToken reads a progress notification's token as proxyd issued

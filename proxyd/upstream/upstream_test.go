@@ -26,10 +26,10 @@ func startFixture(t *testing.T, era mcpserver.Era) *mcpserver.Server {
 }
 
 // waitState polls until the server reaches want (bounded).
-func waitState(t testing.TB, c *Conn, want string) api.ServerStatus {
+func waitState(t testing.TB, c *Conn, want api.State) api.ServerStatus {
 	t.Helper()
 	var st api.ServerStatus
-	waitfor.Cond(t, 20*time.Second, "server "+c.Name()+" to be "+want, func() (bool, string) {
+	waitfor.Cond(t, 20*time.Second, "server "+c.Name()+" to be "+string(want), func() (bool, string) {
 		st = c.Status()
 		return st.State == want, fmt.Sprintf("state %s (last error %q)", st.State, st.LastError)
 	})
