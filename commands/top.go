@@ -182,7 +182,7 @@ func (s *topSource) followOnce(ctx context.Context) error {
 // topRow is one server's line.
 type topRow struct {
 	Server    string
-	State     string
+	State     api.State
 	Stats     livestats.Stats
 	Reinits   int64
 	Refreshes int64 // -1: the server has no OAuth sign-in
@@ -296,7 +296,7 @@ func failureRate(s livestats.Stats) float64 {
 // topCells are a row's columns as text, shared by both modes.
 func topCells(r topRow) []string {
 	s := r.Stats
-	cells := []string{redact.Control(r.Server), r.State, "-", "-", "-", "-", "-", "", strconv.FormatInt(r.Reinits, 10), "-"}
+	cells := []string{redact.Control(r.Server), string(r.State), "-", "-", "-", "-", "-", "", strconv.FormatInt(r.Reinits, 10), "-"}
 	if s.Calls > 0 {
 		cells[2] = fmt.Sprintf("%.2f", s.PerSecond)
 		cells[3] = fmt.Sprintf("%.1f%%", failureRate(s)*100)
