@@ -140,6 +140,9 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 		defer close(p.done)
 		res, err := up.Relay(cctx, ex)
 		p.res, p.err = res, err
+		// Over: release the deadline's timer and what the context holds
+		// (the client request's values) now, not at the deadline.
+		cancel()
 	}()
 	return r.run(ctx, p, h)
 }
