@@ -63,22 +63,7 @@ var (
 func testCallAtTerminal(t *testing.T, e *env, directURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	tr, err := transport.NewStreamableHTTP(directURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct := client.NewClient(tr, client.WithElicitationHandler(fixedElicitor{sameAnswer}), client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	initClient(t, ctx, direct)
-	res, err := direct.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "trigger-elicitation-request"}})
-	if err != nil || res.IsError {
-		t.Fatalf("directly: %v %+v", err, res)
-	}
-	var want strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(mcp.TextContent); ok {
-			want.WriteString(tc.Text + "\n")
-		}
-	}
+	want := elicitDirectly(t, ctx, directURL, sameAnswer)
 
 	cmd := exec.CommandContext(ctx, mcpxBin, append(e.globals(), "call", "everything", "trigger-elicitation-request")...)
 	cmd.Env = append(e.environ(), "TERM=dumb")
@@ -163,12 +148,36 @@ func testCallAtTerminal(t *testing.T, e *env, directURL string) {
 	}
 	got := strings.ReplaceAll(out.String(), "\r\n", "\n")
 	// What server-everything says it got, through proxyd and directly.
-	if a, b := userInputs(got), userInputs(want.String()); a == "" || a != b {
+	if a, b := userInputs(got), userInputs(want); a == "" || a != b {
 		t.Errorf("the tool's summary through mcpx call:\n%s\nwant (directly):\n%s", a, b)
 	}
-	if a, b := rawAnswer(t, got), rawAnswer(t, want.String()); !reflect.DeepEqual(a, b) {
+	if a, b := rawAnswer(t, got), rawAnswer(t, want); !reflect.DeepEqual(a, b) {
 		t.Errorf("the answer the upstream got through mcpx call:\n%v\nwant (directly):\n%v", a, b)
 	}
+}
+
+// elicitDirectly calls server-everything's trigger-elicitation-request at
+// directURL as a client that answers with content, and returns the
+// result's text.
+func elicitDirectly(t *testing.T, ctx context.Context, directURL string, content map[string]any) string {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(directURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := client.NewClient(tr, client.WithElicitationHandler(fixedElicitor{content}), client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	initClient(t, ctx, direct)
+	res, err := direct.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "trigger-elicitation-request"}})
+	if err != nil || res.IsError {
+		t.Fatalf("directly: %v %+v", err, res)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text + "\n")
+		}
+	}
+	return b.String()
 }
 
 func lastLine(s string) string {
