@@ -50,7 +50,7 @@ Examples:
    mcpx activity show 42          (or: mcpx activity 42)
    mcpx activity follow --status error
    mcpx activity export --format csv --since 24h > calls.csv
-   mcpx activity summary --since 24h --by error_class
+   mcpx activity summary --since 24h --by class
    mcpx activity --replica proxyd-0 --status error   # one replica of several`,
 	ArgsUsage: "[ID]",
 	Flags:     append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records"}),
@@ -85,8 +85,18 @@ Examples:
 		{
 			Name:  "summary",
 			Usage: "counts and failure rates grouped by server, tool, error class or fault domain",
+			Description: `Counts calls and failures per group; in the table each group also gets
+calls and failures per time bucket over the window as sparklines and a
+latency histogram with p50, p90 and p99 marked (--charts=false: the table
+alone; with -o json or yaml, --charts adds the charts' data to each row).
+
+Examples:
+   mcpx activity summary --since 24h
+   mcpx activity summary --since 1h --by class
+   mcpx activity summary --by domain --server docs -o json --charts`,
 			Flags: append(filterFlags(), outputFlag,
-				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by `FIELD`: server, tool, error_class, fault_domain or replica"}),
+				&cli.StringFlag{Name: "by", Value: "server", Usage: "group by `FIELD`: server, tool, class (error class), domain (fault domain) or replica"},
+				&cli.BoolFlag{Name: "charts", Value: true, Usage: "draw sparklines and latency histograms (table); add their data (json, yaml)"}),
 			Action: runActivitySummary,
 		},
 	},
@@ -427,28 +437,61 @@ func runActivityExport(c *cli.Context) error {
 }
 
 func runActivitySummary(c *cli.Context) error {
-	by := c.String("by")
-	if !slices.Contains(api.SummaryGroups, by) {
-		return usageErr("--by %q: use %s", by, strings.Join(api.SummaryGroups, ", "))
+	by, ok := summaryBy[c.String("by")]
+	if !ok {
+		return usageErr("--by %q: use server, tool, class, domain or replica (or %s)", c.String("by"), strings.Join(api.SummaryGroups, ", "))
 	}
-	if _, err := format(c); err != nil {
-		return err
-	}
-	q, err := activityQuery(c, time.Now())
+	f, err := format(c)
 	if err != nil {
 		return err
 	}
-	rows, err := newClient(c).ActivitySummary(c.Context, q, by)
+	now := time.Now()
+	q, err := activityQuery(c, now)
 	if err != nil {
-		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
-			rows, err = r.ActivitySummary(c.Context, q, by)
-			return err
+		return err
+	}
+	// The summary and its charts read the same window.
+	if q.Until.IsZero() {
+		q.Until = now
+	}
+	charts := c.Bool("charts")
+	if !c.IsSet("charts") {
+		charts = f == "table"
+	}
+	client := newClient(c)
+	rows, err := client.ActivitySummary(c.Context, q, by)
+	if err == nil {
+		return printSummary(c, q, by, rows, charts, func(fn func(api.ActivityRecord) error) error {
+			return daemonErr(streamEach(client.ExportActivity(c.Context, q))(fn))
 		})
 	}
-	if err != nil {
-		return err
+	// Without the daemon, the summary and its charts both come from its record.
+	return fromRecord(c, err, func(r *proxyd.Record) error {
+		rows, err := r.ActivitySummary(c.Context, q, by)
+		if err != nil {
+			return err
+		}
+		return printSummary(c, q, by, rows, charts, func(fn func(api.ActivityRecord) error) error {
+			return r.ExportActivity(c.Context, q, fn)
+		})
+	})
+}
+
+// printSummary renders the summary's rows, with their charts (read from
+// export) when charts is set.
+func printSummary(c *cli.Context, q api.ActivityQuery, by string, rows []api.ActivitySummaryRow, charts bool, export func(func(api.ActivityRecord) error) error) error {
+	var withCharts []*summaryRow
+	if charts && len(rows) > 0 {
+		var err error
+		if withCharts, err = summaryCharts(export, by, rows, q.Since, q.Until); err != nil {
+			return err
+		}
 	}
-	return render(c, rows, func(w io.Writer) error {
+	var v any = rows
+	if withCharts != nil {
+		v = withCharts
+	}
+	return render(c, v, func(w io.Writer) error {
 		if len(rows) == 0 {
 			fmt.Fprintln(w, "No calls match these filters.")
 			return nil
@@ -457,7 +500,11 @@ func runActivitySummary(c *cli.Context) error {
 		for _, r := range rows {
 			_ = t.Append([]string{dash(r.Key), strconv.Itoa(r.Calls), strconv.Itoa(r.Failed), fmt.Sprintf("%.1f%%", r.FailureRate*100)})
 		}
-		return t.Render()
+		if err := t.Render(); err != nil {
+			return err
+		}
+		printSummaryCharts(w, withCharts)
+		return nil
 	})
 }
 

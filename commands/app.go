@@ -60,6 +60,7 @@ var commands = []struct {
 	{connectInfoCommand, catServers},
 	{stdioCommand, catServers},
 	{probeCommand, catDiagnose},
+	{topCommand, catDiagnose},
 	{activityCommand, catDiagnose},
 	{healthCommand, catDiagnose},
 	{drillCommand, catDiagnose},

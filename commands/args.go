@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -179,29 +181,12 @@ func parseHeaders(flags []string) (map[string]string, error) {
 	for i, h := range flags {
 		k, v, ok := strings.Cut(h, ":")
 		k = strings.TrimSpace(k)
-		if !ok || !isHeaderName(k) {
+		if !ok || !httpguts.ValidHeaderFieldName(k) {
 			return nil, usageErr("--header #%d is not K:V (a header name, a colon, the value)", i+1)
 		}
 		out[k] = strings.TrimSpace(v)
 	}
 	return out, nil
-}
-
-// isHeaderName: a non-empty RFC 9110 token.
-func isHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // maxArgumentsFile bounds @FILE and stdin arguments.

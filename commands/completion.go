@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -133,7 +134,7 @@ var flagValues = map[string][]string{
 	"transport":    {"streamable-http", "sse", "stdio"},
 	"protocol":     {"auto", "legacy", "modern"},
 	"status":       api.CallStatuses,
-	"by":           {"server", "tool", "error_class", "fault_domain", "replica"},
+	"by":           {"server", "tool", "class", "domain", "replica"},
 	"elicit":       {"decline", "cancel", "defaults"},
 }
 
@@ -145,9 +146,13 @@ func completeFlagValue(w io.Writer, args []string) bool {
 	if n < 3 || args[n-1] != "--generate-bash-completion" || !strings.HasPrefix(args[n-2], "-") {
 		return false
 	}
-	vals, ok := flagValues[strings.TrimLeft(args[n-2], "-")]
+	flag := strings.TrimLeft(args[n-2], "-")
+	vals, ok := flagValues[flag]
 	if !ok {
 		return false
+	}
+	if (flag == "output" || flag == "o") && slices.ContainsFunc(args, isReportCommand) {
+		vals = append(slices.Clone(vals), reportFormats...)
 	}
 	for _, v := range vals {
 		fmt.Fprintln(w, v)
@@ -180,5 +185,15 @@ func fishFlagValues() string {
 		}
 		fmt.Fprintf(&b, "complete -c mcpx %s -x -a '%s'\n", opt, strings.Join(flagValues[n], " "))
 	}
+	fmt.Fprintf(&b, "complete -c mcpx -n '__fish_seen_subcommand_from %s' -s o -l output -x -a '%s'\n",
+		strings.Join(reportCommands, " "), strings.Join(reportFormats, " "))
 	return b.String()
 }
+
+// reportCommands write CI reports: their -o also takes reportFormats.
+var (
+	reportCommands = []string{"probe", "session", "refresh"}
+	reportFormats  = []string{"sarif", "junit"}
+)
+
+func isReportCommand(word string) bool { return slices.Contains(reportCommands, word) }

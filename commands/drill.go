@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -21,17 +22,19 @@ var drillCommand = &cli.Command{
 	Description: `Drills run inside proxyd against a configured server: they provoke a
 failure real deployments meet (a forgotten session, tokens expiring under
 load), show progress while they run and end with a verdict. A failing
-verdict exits 5, so a drill can gate CI.`,
+verdict exits 5, so a drill can gate CI. -o sarif and -o junit write the
+verdict's checks as CI reports (and annotations in GitHub Actions).`,
 	Subcommands: []*cli.Command{drillSessionCommand, drillRefreshCommand},
 }
 
 // runDrill runs a drill through proxyd the same way for every drill:
 // progress lines on stderr as the stream brings them, then the report in
-// the chosen format (table by table), and a FAIL verdict as exit code 5.
+// the chosen format (table by table, SARIF and JUnit by ci), and a FAIL
+// verdict as exit code 5.
 func runDrill[R any, P interface {
 	*R
 	Outcome() *api.DrillOutcome
-}](c *cli.Context, open func() (*api.Stream[api.DrillEvent[R]], error), table func(w io.Writer, r *R) error) error {
+}](c *cli.Context, open func() (*api.Stream[api.DrillEvent[R]], error), table func(w io.Writer, r *R) error, ci func(r *R) report.Run) error {
 	st, err := open()
 	if err != nil {
 		return daemonErr(err)
@@ -62,7 +65,7 @@ func runDrill[R any, P interface {
 	if rep == nil {
 		return errors.New("proxyd ended the drill without a report; see its log")
 	}
-	if err := render(c, rep, func(w io.Writer) error { return table(w, rep) }); err != nil {
+	if err := renderReport(c, rep, func(w io.Writer) error { return table(w, rep) }, func() report.Run { return ci(rep) }); err != nil {
 		return err
 	}
 	if P(rep).Outcome().Verdict == api.VerdictFail {
@@ -96,7 +99,7 @@ Examples:
    mcpx drill session fixture --calls 20
    mcpx drill session fixture --calls 50 --include-writes -o json`,
 	Flags: []cli.Flag{
-		outputFlag,
+		reportOutputFlag,
 		&cli.IntFlag{Name: "calls", Aliases: []string{"n"}, Value: 20, Usage: "concurrent calls `N` after the session ends (1-1000)"},
 		&cli.BoolFlag{Name: "include-writes", Usage: "also call a tool that is not read-only (it must not be repeated)"},
 	},
@@ -108,7 +111,7 @@ func runDrillSession(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr("drill session needs exactly one SERVER (see 'mcpx drill session --help')")
 	}
-	if _, err := format(c); err != nil {
+	if _, err := reportFormat(c); err != nil {
 		return err
 	}
 	n := c.Int("calls")
@@ -117,7 +120,10 @@ func runDrillSession(c *cli.Context) error {
 	}
 	req := api.SessionDrillRequest{Server: c.Args().First(), Calls: n, IncludeWrites: c.Bool("include-writes")}
 	return runDrill(c, func() (*api.Stream[api.SessionDrillEvent], error) { return newClient(c).SessionDrill(c.Context, req) },
-		func(w io.Writer, r *api.SessionDrillReport) error { return printSessionReport(c, w, r) })
+		func(w io.Writer, r *api.SessionDrillReport) error { return printSessionReport(c, w, r) },
+		func(r *api.SessionDrillReport) report.Run {
+			return sessionDrillRun(r, serverURL(c, r.Server), serverSource(c, r.Server))
+		})
 }
 
 func printSessionReport(c *cli.Context, w io.Writer, r *api.SessionDrillReport) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -36,7 +37,7 @@ Examples:
    mcpx drill refresh docs -o json | jq .token_requests
    mcpx --socket /run/mcpx/a.sock drill refresh docs --replicas /run/mcpx/b.sock,/run/mcpx/c.sock`,
 	Flags: []cli.Flag{
-		outputFlag,
+		reportOutputFlag,
 		&cli.IntFlag{Name: "callers", Aliases: []string{"n"}, Value: 50, Usage: "concurrent callers `N` per replica (1-1000)"},
 		&cli.StringSliceFlag{Name: "replicas", Usage: "control `SOCKET`s of the other replicas to fire callers from at the same moment"},
 	},
@@ -48,7 +49,7 @@ func runDrillRefresh(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageErr("drill refresh needs one SERVER")
 	}
-	if _, err := format(c); err != nil {
+	if _, err := reportFormat(c); err != nil {
 		return err
 	}
 	req := api.RefreshDrillRequest{Server: c.Args().First(), Callers: c.Int("callers")}
@@ -56,7 +57,9 @@ func runDrillRefresh(c *cli.Context) error {
 		return refreshDrillReplicas(c, req, others)
 	}
 	return runDrill(c, func() (*api.Stream[api.RefreshDrillEvent], error) { return newClient(c).RefreshDrill(c.Context, req) },
-		printRefreshReport)
+		printRefreshReport, func(r *api.RefreshDrillReport) report.Run {
+			return refreshDrillRun(r, serverURL(c, r.Server), serverSource(c, r.Server))
+		})
 }
 
 func printRefreshReport(w io.Writer, rep *api.RefreshDrillReport) error {
@@ -118,7 +121,8 @@ func refreshDrillReplicas(c *cli.Context, req api.RefreshDrillRequest, others []
 	case sum.TokenRequests > 1:
 		sum.Notes = append(sum.Notes, fmt.Sprintf("%d token requests across replicas for one expiry: the replicas raced (an authorization server with reuse detection revokes the grant)", sum.TokenRequests))
 	}
-	if err := render(c, sum, func(w io.Writer) error { return printRefreshReport(w, sum) }); err != nil {
+	if err := renderReport(c, sum, func(w io.Writer) error { return printRefreshReport(w, sum) },
+		func() report.Run { return refreshDrillRun(sum, serverURL(c, sum.Server), serverSource(c, sum.Server)) }); err != nil {
 		return err
 	}
 	if sum.Verdict == api.VerdictFail {

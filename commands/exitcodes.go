@@ -16,18 +16,18 @@ import (
 // exit-codes', both from exitCodes): never renumber.
 const (
 	ExitOK               = 0
-	ExitFailure          = 1   // any other error
-	ExitUsage            = 2   // bad flags, arguments or input
-	ExitProxydNotRunning = 3   // the command needs proxyd and none answers
-	ExitCallFailed       = 4   // mcpx call: the call failed or the tool returned isError
-	ExitDrillFailed      = 5   // a drill's verdict is FAIL
-	ExitAuthRequired     = 6   // not signed in / sign-in needed
-	ExitConfig           = 7   // the config file is invalid
-	ExitNotFound         = 8   // no such server, tool, prompt or record
-	ExitUnavailable      = 9   // unhealthy, not ready, or a drill could not run
-	ExitInterrupted      = 130 // mcpx call: cancelled with Ctrl-C
-	// 10-18: mcpx probe result codes (see probe.ExitCode); 19: several
-	// probe targets, one did not pass.
+	ExitFailure          = 1 // any other error
+	ExitUsage            = 2 // bad flags, arguments or input
+	ExitProxydNotRunning = 3 // the command needs proxyd and none answers
+	ExitCallFailed       = 4 // mcpx call: the call failed or the tool returned isError
+	ExitDrillFailed      = 5 // a drill's verdict is FAIL
+	ExitAuthRequired     = 6 // not signed in / sign-in needed
+	ExitConfig           = 7 // the config file is invalid
+	ExitNotFound         = 8 // no such server, tool, prompt or record
+	ExitUnavailable      = 9 // unhealthy, not ready, or a drill could not run
+	// 10-18: mcpx probe result codes (see probe.ExitCode).
+	ExitProbeTargets = 19  // probe: several targets, --expect or --fail-on warn, and one did not pass
+	ExitInterrupted  = 130 // mcpx call: cancelled with Ctrl-C
 )
 
 // exitCodes is the one table of exit codes, in order: 'mcpx help

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
+	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/probe"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -23,7 +24,7 @@ import (
 var probeCommand = &cli.Command{
 	Name:      "probe",
 	Usage:     "diagnose a connection step by step: DNS, TCP, TLS, HTTP, MCP, OAuth",
-	ArgsUsage: "TARGET",
+	ArgsUsage: "TARGET...",
 	Description: `Checks a remote MCP server layer by layer and names the true cause of a
 failure, in the terms of the layer that failed, with a hint for the fix.
 TARGET is a URL or the name of a configured server (then its headers, CA
@@ -43,16 +44,45 @@ configuration it runs with (and with the sign-in token it holds), the
 in-process probe from --config. Header values, tokens, URL userinfo and
 token-like query parameters never appear in the output.
 
+The table draws the steps, and the discovery fetches inside auth, on one
+time axis (--waterfall=false leaves it out; JSON carries the same timings
+as start_ms and duration_ms).
+
+Several targets (URLs or server names), --all (every configured network
+server) or --file FILE are probed concurrently (--parallel) and summed up
+in one table. A target passes when its result is ok or auth_required, or
+the code it expects (--expect, or expect: in the file); with --fail-on
+warn a step warning fails it too. A targets file:
+
+   targets:
+     - url: https://mcp.example.com/mcp
+       name: example
+       expect: auth_required
+       headers: {X-Api-Key: "${env:EXAMPLE_KEY}"}   # or ${file:PATH}
+     - server: docs                                 # a configured server
+
+-o sarif writes SARIF 2.1.0 (one rule per kind of finding, located at the
+line that declares the target in the targets file or the config, as code
+scanning wants), -o junit JUnit XML (one test case per target and step).
+In GitHub Actions (GITHUB_ACTIONS=true) each finding is also an
+annotation: on stdout under the table, on stderr when stdout carries a
+report.
+
 Exit codes: 0 ok or auth_required (10 with --require-auth-ok),
 11 auth_misconfigured, 12 dns_failure, 13 connection_unreachable,
-14 timeout, 15 tls_certificate, 16 tls_protocol, 17 http_status, 18 not_mcp.
+14 timeout, 15 tls_certificate, 16 tls_protocol, 17 http_status, 18 not_mcp;
+with several targets, --expect or --fail-on warn: 0 when every target
+passed, else 19.
 
 Examples:
    mcpx probe https://mcp.example.com/mcp
    mcpx probe docs                         # a configured server
    mcpx probe https://localhost:8443/mcp --ca-file ./ca.pem
    mcpx probe URL --header 'X-Api-Key: ...' -o json | jq .result
-   mcpx probe URL --require-auth-ok && echo signed in`,
+   mcpx probe URL --require-auth-ok && echo signed in
+   mcpx probe --all --fail-on warn
+   mcpx probe --file targets.yaml -o sarif > probe.sarif
+   mcpx probe URL1 URL2 --expect ok -o junit > probe.xml`,
 	Flags: []cli.Flag{
 		&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, Usage: "`DURATION` per step; the whole probe gets 3x"},
 		&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "extra request header `K:V` (repeatable; the value is never printed)"},
@@ -62,45 +92,59 @@ Examples:
 		&cli.BoolFlag{Name: "require-auth-ok", Usage: "exit 10 when the server needs a sign-in (auth_required)"},
 		&cli.BoolFlag{Name: "show-certs", Usage: "print every certificate the server presented, with its PEM (in -o json too)"},
 		&cli.BoolFlag{Name: "waterfall", Value: true, Usage: "draw the steps on a time axis under the table (--waterfall=false: table only)"},
-		outputFlag,
+		&cli.BoolFlag{Name: "all", Usage: "probe every configured network server, each with its settings"},
+		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "probe the targets listed in `FILE` (YAML: url or server, expect, headers by ${env:NAME} or ${file:PATH})"},
+		&cli.IntFlag{Name: "parallel", Aliases: []string{"p"}, Value: 4, Usage: "probe at most `N` targets at a time (1-32)"},
+		&cli.StringFlag{Name: "expect", Usage: "the result `CODE` every target must produce (ok, auth_required, dns_failure, ...); a targets file's expect wins"},
+		&cli.StringFlag{Name: "fail-on", Value: "fail", Usage: "`LEVEL` that fails a target: fail, or warn (a step warning fails it too)"},
+		reportOutputFlag,
 	},
 	BashComplete: completeServers,
 	Action:       runProbe,
 }
 
 func runProbe(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return usageErr("probe takes one TARGET: a URL or a configured server name")
-	}
-	if _, err := format(c); err != nil {
-		return err
-	}
-	req, err := probeRequest(c, c.Args().First())
+	f, err := reportFormat(c)
 	if err != nil {
 		return err
 	}
-	rep, note, err := runProbeSomewhere(c, req)
+	targets, err := probeTargets(c)
 	if err != nil {
 		return err
 	}
-	errorf(c, "%s\n", note)
+	b, err := runProbeBatch(c, targets)
+	if err != nil {
+		return err
+	}
 	if !c.Bool("show-certs") {
-		withoutPEM(rep)
-	}
-	if err := render(c, rep, func(w io.Writer) error {
-		if err := probeTable(w, rep, colorEnabled(c), c.Bool("waterfall")); err != nil {
-			return err
+		for _, t := range b.Targets {
+			withoutPEM(t.Report)
 		}
-		printCertificates(w, rep, c.Bool("show-certs"))
-		return nil
-	}); err != nil {
+	}
+	// One target named on the command line prints its report as it
+	// always has; several print the batch.
+	single := c.NArg() == 1 && len(targets) == 1
+	run := func() report.Run { return probeRun(b, targets) }
+	colour := colorEnabled(c)
+	if single && f != "sarif" && f != "junit" {
+		rep := b.Targets[0].Report
+		err = renderReport(c, rep, func(w io.Writer) error {
+			if err := probeTable(w, rep, colour, c.Bool("waterfall")); err != nil {
+				return err
+			}
+			printCertificates(w, rep, c.Bool("show-certs"))
+			if why := b.Targets[0].Why; why != "" && targets[0].Expect != "" {
+				fmt.Fprintf(w, "expect: %s\n", why)
+			}
+			return nil
+		}, run)
+	} else {
+		err = renderReport(c, b, func(w io.Writer) error { return batchTable(w, b, colour) }, run)
+	}
+	if err != nil {
 		return err
 	}
-	code := probe.ExitCode(rep.Result.Code)
-	if rep.Result.Code == probe.CodeAuthRequired && c.Bool("require-auth-ok") {
-		code = probe.ExitAuthRequired
-	}
-	if code != ExitOK {
+	if code := batchExitCode(b, single); code != ExitOK {
 		return silentExit(code)
 	}
 	return nil

@@ -10,21 +10,8 @@ import (
 	"github.com/mcpx-dev/mcpx/probe"
 )
 
-// presentedCert is a certificate of the TLS step's chain as the report
-// carries it (in-process or decoded from proxyd's JSON).
-type presentedCert struct {
-	Subject   string    `json:"subject"`
-	Issuer    string    `json:"issuer"`
-	SANs      []string  `json:"sans"`
-	NotBefore time.Time `json:"not_before"`
-	NotAfter  time.Time `json:"not_after"`
-	DaysLeft  int       `json:"days_left"`
-	SHA256    string    `json:"sha256"`
-	PEM       string    `json:"pem"`
-}
-
 // tlsChain is the chain the server presented, from the TLS step's data.
-func tlsChain(rep *probe.Report) []presentedCert {
+func tlsChain(rep *probe.Report) []probe.CertInfo {
 	for _, s := range rep.Steps {
 		if s.ID != probe.StepTLS || s.Data == nil {
 			continue
@@ -34,7 +21,7 @@ func tlsChain(rep *probe.Report) []presentedCert {
 			return nil
 		}
 		var d struct {
-			Chain []presentedCert `json:"chain"`
+			Chain []probe.CertInfo `json:"chain"`
 		}
 		if json.Unmarshal(b, &d) != nil {
 			return nil

@@ -122,7 +122,9 @@ func TestProbeRedactsEverywhere(t *testing.T) {
 func TestProbeUsageErrors(t *testing.T) {
 	tests := [][]string{
 		{"probe"},
-		{"probe", "a", "b"},
+		{"probe", "https://x.test/mcp", "--parallel", "0"},
+		{"probe", "https://x.test/mcp", "--fail-on", "info"},
+		{"probe", "https://x.test/mcp", "--expect", "fine"},
 		{"probe", "https://x.test/mcp", "--header", "no-colon-here"},
 		{"probe", "https://x.test/mcp", "--protocol", "v9"},
 		{"probe", "https://x.test/mcp", "--transport", "stdio"},
@@ -137,6 +139,9 @@ func TestProbeUsageErrors(t *testing.T) {
 	}
 	if _, stderr, code := runMCPX(t, "", "probe", "not-a-configured-server"); code != ExitNotFound {
 		t.Errorf("probe of an unknown server: exit %d, want %d (stderr %s)", code, ExitNotFound, stderr)
+	}
+	if _, stderr, code := runMCPX(t, "", "probe", "not-a-configured-server", "another-unknown-server"); code != ExitNotFound {
+		t.Errorf("probe of several targets, one an unknown server: exit %d, want %d (stderr %s)", code, ExitNotFound, stderr)
 	}
 	// A mistyped URL is not echoed: it may carry credentials.
 	_, stderr, _ := runMCPX(t, "", "probe", "https//user:canary-typo-pass@x.test/mcp")

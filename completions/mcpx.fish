@@ -2,7 +2,7 @@
 
 function __fish_mcpx_no_subcommand --description 'Test if there has been any subcommand yet'
     for i in (commandline -opc)
-        if contains -- $i up down proxyd status describe reload servers list add remove rm tools call resources read prompts prompt rpc skills connect-info stdio probe activity list show follow export summary health drill session refresh login logout auth status set-token completion help h
+        if contains -- $i up down proxyd status describe reload servers list add remove rm tools call resources read prompts prompt rpc skills connect-info stdio probe top activity list show follow export summary health drill session refresh login logout auth status set-token completion help h
             return 1
         end
     end
@@ -104,7 +104,19 @@ complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l protocol -r -d '`P
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l require-auth-ok -d 'exit 10 when the server needs a sign-in (auth_required)'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l show-certs -d 'print every certificate the server presented, with its PEM (in -o json too)'
 complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l waterfall -d 'draw the steps on a time axis under the table (--waterfall=false: table only)'
-complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l all -d 'probe every configured network server, each with its settings'
+complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l file -s f -r -d 'probe the targets listed in `FILE` (YAML: url or server, expect, headers by ${env:NAME} or ${file:PATH})'
+complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l parallel -s p -r -d 'probe at most `N` targets at a time (1-32)'
+complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l expect -r -d 'the result `CODE` every target must produce (ok, auth_required, dns_failure, ...); a targets file\'s expect wins'
+complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l fail-on -r -d '`LEVEL` that fails a target: fail, or warn (a step warning fails it too)'
+complete -c mcpx -n '__fish_seen_subcommand_from probe' -f -l output -s o -r -d 'output `FORMAT`: table, json, yaml, sarif (SARIF 2.1.0) or junit (JUnit XML)'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l help -s h -d 'show help'
+complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'top' -d 'live view of proxyd: calls, errors and latency per server'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l interval -r -d 'refresh every `D`'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l window -r -d 'figures cover the last `D` (at least 30s)'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l plain -d 'print periodic tables even on a terminal'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l count -r -d 'plain mode: stop after `N` tables (0: until interrupted)'
+complete -c mcpx -n '__fish_seen_subcommand_from top' -f -l fault-domain -r -d 'start filtered to `DOMAIN`: upstream, proxy or client'
 complete -c mcpx -n '__fish_seen_subcommand_from activity' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'activity' -d 'what failed, when, and whose fault: the classified call log'
 complete -c mcpx -n '__fish_seen_subcommand_from activity' -f -l server -r -d 'only these `SERVER`s (repeatable or comma-separated)'
@@ -165,7 +177,8 @@ complete -c mcpx -n '__fish_seen_subcommand_from summary' -f -l replica -r -d 'o
 complete -c mcpx -n '__fish_seen_subcommand_from summary' -f -l since -r -d 'from `WHEN`: a duration ago (1h, 30m, 7d), or a time (RFC 3339 with or without offset, or as tables print it)'
 complete -c mcpx -n '__fish_seen_subcommand_from summary' -f -l until -r -d 'up to `WHEN`: as --since, or +DURATION from now (follow)'
 complete -c mcpx -n '__fish_seen_subcommand_from summary' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
-complete -c mcpx -n '__fish_seen_subcommand_from summary' -f -l by -r -d 'group by `FIELD`: server, tool, error_class, fault_domain or replica'
+complete -c mcpx -n '__fish_seen_subcommand_from summary' -f -l by -r -d 'group by `FIELD`: server, tool, class (error class), domain (fault domain) or replica'
+complete -c mcpx -n '__fish_seen_subcommand_from summary' -f -l charts -d 'draw sparklines and latency histograms (table); add their data (json, yaml)'
 complete -c mcpx -n '__fish_seen_subcommand_from health' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'health' -d 'each server\'s health: state and tool-call failure rate over 5 minutes'
 complete -c mcpx -n '__fish_seen_subcommand_from health' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
@@ -174,12 +187,12 @@ complete -c mcpx -n '__fish_seen_subcommand_from drill' -f -l help -s h -d 'show
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'drill' -d 'fire controlled failures at an upstream and report how it and proxyd cope'
 complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_seen_subcommand_from drill' -a 'session' -d 'end SERVER\'s upstream session and check that proxyd re-establishes it once'
-complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l output -s o -r -d 'output `FORMAT`: table, json, yaml, sarif (SARIF 2.1.0) or junit (JUnit XML)'
 complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l calls -s n -r -d 'concurrent calls `N` after the session ends (1-1000)'
 complete -c mcpx -n '__fish_seen_subcommand_from session' -f -l include-writes -d 'also call a tool that is not read-only (it must not be repeated)'
 complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_seen_subcommand_from drill' -a 'refresh' -d 'simulate concurrent token refresh at expiry against SERVER\'s authorization server'
-complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l output -s o -r -d 'output `FORMAT`: table, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l output -s o -r -d 'output `FORMAT`: table, json, yaml, sarif (SARIF 2.1.0) or junit (JUnit XML)'
 complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l callers -s n -r -d 'concurrent callers `N` per replica (1-1000)'
 complete -c mcpx -n '__fish_seen_subcommand_from refresh' -f -l replicas -r -d 'control `SOCKET`s of the other replicas to fire callers from at the same moment'
 complete -c mcpx -n '__fish_seen_subcommand_from login' -f -l help -s h -d 'show help'
@@ -210,7 +223,7 @@ function __fish_mcpx_dynamic
     $words --generate-bash-completion 2>/dev/null
 end
 complete -c mcpx -f -n 'not __fish_mcpx_no_subcommand' -a '(__fish_mcpx_dynamic)'
-complete -c mcpx -l by -x -a 'server tool error_class fault_domain replica'
+complete -c mcpx -l by -x -a 'server tool class domain replica'
 complete -c mcpx -l elicit -x -a 'decline cancel defaults'
 complete -c mcpx -l error-class -x -a 'network timeout http jsonrpc tool_error session_terminated auth proxy_policy proxy_internal cancelled'
 complete -c mcpx -l fault-domain -x -a 'upstream proxy client'
@@ -219,3 +232,4 @@ complete -c mcpx -l output -x -a 'table json yaml'
 complete -c mcpx -l protocol -x -a 'auto legacy modern'
 complete -c mcpx -l status -x -a 'ok error'
 complete -c mcpx -l transport -x -a 'streamable-http sse stdio'
+complete -c mcpx -n '__fish_seen_subcommand_from probe session refresh' -s o -l output -x -a 'sarif junit'

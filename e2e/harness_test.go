@@ -116,6 +116,8 @@ type env struct {
 
 	// extraEnv is added to every process's environment (e.g. BROWSER).
 	extraEnv []string
+	// workDir is the CLI's working directory; "" is the test's.
+	workDir string
 
 	mu      sync.Mutex
 	proxyds []*proxydProc
@@ -192,7 +194,7 @@ func (e *env) runRaw(args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, mcpxBin, args...)
-	cmd.Env = e.environ()
+	cmd.Env, cmd.Dir = e.environ(), e.workDir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/certpool"
 )
 
 // resolver is replaced in tests only.
@@ -132,7 +134,7 @@ func rootPool(caFile string) (*x509.CertPool, error) {
 	if caFile != "" {
 		fi, err := os.Stat(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("read CA file: %w", err)
+			return nil, fmt.Errorf("reading CA file: %w", err)
 		}
 		key = fmt.Sprintf("%s\x00%d\x00%d", caFile, fi.Size(), fi.ModTime().UnixNano())
 	}
@@ -142,7 +144,7 @@ func rootPool(caFile string) (*x509.CertPool, error) {
 	if ok {
 		return p, nil
 	}
-	p, err := buildPool(caFile)
+	p, err := certpool.Load(caFile)
 	if err != nil {
 		return nil, err
 	}
@@ -155,26 +157,8 @@ func rootPool(caFile string) (*x509.CertPool, error) {
 	return p, nil
 }
 
-func buildPool(caFile string) (*x509.CertPool, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if caFile == "" {
-		return pool, nil
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("read CA file: %w", err)
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("CA file %s holds no PEM certificate", caFile)
-	}
-	return pool, nil
-}
-
-// certInfo describes one certificate of the peer's chain.
-type certInfo struct {
+// CertInfo describes one certificate of the peer's chain.
+type CertInfo struct {
 	Subject    string    `json:"subject"`
 	Issuer     string    `json:"issuer"`
 	SANs       []string  `json:"sans,omitempty"`
@@ -198,8 +182,8 @@ func fingerprint(der []byte) string {
 	return strings.Join(parts, ":")
 }
 
-func describeChain(chain []*x509.Certificate, now time.Time) []certInfo {
-	out := make([]certInfo, 0, len(chain))
+func describeChain(chain []*x509.Certificate, now time.Time) []CertInfo {
+	out := make([]CertInfo, 0, len(chain))
 	for _, c := range chain {
 		var sans []string
 		sans = append(sans, c.DNSNames...)
@@ -209,7 +193,7 @@ func describeChain(chain []*x509.Certificate, now time.Time) []certInfo {
 		for _, u := range c.URIs {
 			sans = append(sans, u.String())
 		}
-		out = append(out, certInfo{
+		out = append(out, CertInfo{
 			Subject:    c.Subject.String(),
 			Issuer:     c.Issuer.String(),
 			SANs:       sans,

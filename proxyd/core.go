@@ -133,35 +133,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 		}
 	}
 	out.Duration = time.Since(start)
-	// A server that is not connected refused the call before dispatch:
-	// the classifier's typed refusals say so (and that a sign-in is the
-	// fix when it is); the caller still gets the connection's own message.
-	in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
-	var notReady *upstream.ErrNotReady
-	if errors.As(out.Err, &notReady) {
-		in.Err = &callerr.UnavailableError{Server: srv, Err: out.Err}
-		if notReady.SignIn {
-			in.Err = &callerr.AuthError{Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the call was not sent", srv), Err: out.Err}
-		}
-	}
-	if out.Result != nil {
-		in.Result = &mcp.CallToolResult{IsError: out.Result.IsError}
-	}
-	out.Class = callerr.Classify(in)
-	status := "ok"
-	errText := ""
-	if out.Class.Class != "" {
-		status = "error"
-	}
-	switch {
-	case out.Err != nil:
-		errText = out.Err.Error()
-	case out.Result != nil && out.Result.IsError:
-		errText = "tool returned isError"
-		if typed, err := out.Result.Typed(); err == nil {
-			errText = toolErrorText(typed)
-		}
-	}
+	status, errText := d.classify(ctx, srv, transport, "call", &out, rec)
 	tokenRefresh := grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore
 	tcall.End(telemetry.Outcome{Class: out.Class.Class, Domain: out.Class.Domain, HTTPStatus: out.Class.HTTPStatus,
 		Message: redact.Text(errText), Reinit: info.Reinit, Retried: info.Retried, TokenRefresh: tokenRefresh})
@@ -190,6 +162,41 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 	}
 	d.metrics.observeCall(srv, out.Class, out.Duration)
 	return out
+}
+
+// classify sets a relayed request's class from its outcome and the
+// recorder's facts, and returns the activity status and error text. A
+// server that is not connected refused the request before dispatch: the
+// classifier's typed refusals say so (and that a sign-in is the fix when
+// it is); the caller still gets the connection's own message. verb names
+// what was not sent ("call", "request").
+func (d *Daemon) classify(ctx context.Context, srv, transport, verb string, out *callOutcome, rec *callerr.Recorder) (status, errText string) {
+	in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
+	var notReady *upstream.ErrNotReady
+	if errors.As(out.Err, &notReady) {
+		in.Err = &callerr.UnavailableError{Server: srv, Err: out.Err}
+		if notReady.SignIn {
+			in.Err = &callerr.AuthError{Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the %s was not sent", srv, verb), Err: out.Err}
+		}
+	}
+	if out.Result != nil {
+		in.Result = &mcp.CallToolResult{IsError: out.Result.IsError}
+	}
+	out.Class = callerr.Classify(in)
+	status = "ok"
+	if out.Class.Class != "" {
+		status = "error"
+	}
+	switch {
+	case out.Err != nil:
+		errText = out.Err.Error()
+	case out.Result != nil && out.Result.IsError:
+		errText = "tool returned isError"
+		if typed, err := out.Result.Typed(); err == nil {
+			errText = toolErrorText(typed)
+		}
+	}
+	return status, errText
 }
 
 // inputsText is the activity record's form of a call's inputs.

@@ -199,6 +199,7 @@ func (d *Daemon) relayRecorded(ctx context.Context, conn *upstream.Conn, method,
 		if out.Err == nil {
 			out.Result = &upstream.CallResult{Raw: raw}
 		}
+		out.Err = d.secrets.err(out.Err) // a stdio child's stderr may echo its env
 	}
 	out.Duration = time.Since(start)
 	d.recordRelayed(ctx, conn.Name(), conn.Era(), transport, method, name, start, &out, rec, info)
@@ -211,36 +212,17 @@ func (d *Daemon) relayRecorded(ctx context.Context, conn *upstream.Conn, method,
 // recordRelayed classifies a relayed request's outcome and records it in
 // the activity log and the metrics, as the funnel does for calls.
 func (d *Daemon) recordRelayed(ctx context.Context, server, era, transport, method, name string, start time.Time, out *callOutcome, rec *callerr.Recorder, info *upstream.CallInfo) {
-	in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
-	var notReady *upstream.ErrNotReady
-	if errors.As(out.Err, &notReady) {
-		in.Err = &callerr.UnavailableError{Server: server, Err: out.Err}
-		if notReady.SignIn {
-			in.Err = &callerr.AuthError{Reason: fmt.Sprintf("the server requires sign-in (run 'mcpx login %s'); the request was not sent", server), Err: out.Err}
-		}
-	}
 	tool := strings.TrimSpace(method + " " + name)
 	if method == string(mcp.MethodToolsCall) {
 		tool = name
 		if out.Result != nil {
 			out.Result = upstream.NewCallResult(out.Result.Raw)
-			in.Result = &mcp.CallToolResult{IsError: out.Result.IsError}
 		}
 	}
-	out.Class = callerr.Classify(in)
-	status, errText := "ok", ""
-	if out.Class.Class != "" {
-		status = "error"
-	}
-	switch {
-	case out.Err != nil:
-		errText = out.Err.Error()
-	case out.Result != nil && out.Result.IsError:
-		errText = "tool returned isError"
-	}
+	status, errText := d.classify(ctx, server, transport, "request", out, rec)
 	d.activity.Add(activity.Record{
 		Time: start, Server: server, Tool: tool,
-		DurationMS: float64(out.Duration.Microseconds()) / 1000, Status: status, Error: redact.Text(errText),
+		DurationMS: float64(out.Duration.Microseconds()) / 1000, Status: status, Error: d.secrets.text(errText),
 		ErrorClass: out.Class.Class, FaultDomain: out.Class.Domain, UpstreamHTTPStatus: out.Class.HTTPStatus, Reason: out.Class.Reason,
 		RequestID: out.RequestID, Client: "cli", ProtocolEra: era, Reinit: info.Reinit, Retried: info.Retried,
 	})

@@ -118,8 +118,10 @@ func (h *Histogram) Percentile(q float64) float64 {
 // Bucket is one bar of a histogram: values ≤ LE (and above the bucket
 // before it).
 type Bucket struct {
-	LE    float64 `json:"le_ms"` // +Inf is written as 0 by Buckets' caller
+	LE    float64 `json:"le_ms"`
 	Count int     `json:"count"`
+	// Overflow marks the last bucket: values above LE (JSON has no +Inf).
+	Overflow bool `json:"overflow,omitempty"`
 }
 
 // Buckets are the non-empty range of the 1-2-5 buckets: from the first
@@ -144,7 +146,11 @@ func (h *Histogram) Buckets() []Bucket {
 	}
 	out := make([]Bucket, 0, last-first+1)
 	for i := first; i <= last; i++ {
-		out = append(out, Bucket{LE: bucketBounds[i], Count: counts[i]})
+		b := Bucket{LE: bucketBounds[i], Count: counts[i]}
+		if math.IsInf(b.LE, 1) {
+			b.LE, b.Overflow = bucketBounds[i-1], true
+		}
+		out = append(out, b)
 	}
 	return out
 }
@@ -169,7 +175,7 @@ func (h *Histogram) Lines(indent string, width int) []string {
 		p := h.Percentile(m.Q)
 		head = append(head, m.Name+" "+FormatMS(p))
 		for i, b := range buckets {
-			if p <= b.LE {
+			if p <= b.LE || b.Overflow {
 				at[i] = append(at[i], m.Name)
 				break
 			}
@@ -182,8 +188,8 @@ func (h *Histogram) Lines(indent string, width int) []string {
 	out := []string{indent + "latency  " + strings.Join(head, "  ")}
 	for i, b := range buckets {
 		label := "≤" + boundLabel(b.LE)
-		if math.IsInf(b.LE, 1) {
-			label = ">" + boundLabel(bucketBounds[len(bucketBounds)-2])
+		if b.Overflow {
+			label = ">" + boundLabel(b.LE)
 		}
 		line := fmt.Sprintf("%s  %-7s %-*s %6d", indent, label, width, Bar(float64(b.Count), float64(peak), width), b.Count)
 		if ms := at[i]; len(ms) > 0 {

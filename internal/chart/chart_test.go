@@ -2,6 +2,7 @@ package chart
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -110,10 +111,13 @@ func TestHistogramGolden(t *testing.T) {
 	}
 	var huge Histogram
 	huge.Add(90_000)
-	if b := huge.Buckets(); len(b) != 1 || b[0].Count != 1 {
+	if b := huge.Buckets(); len(b) != 1 || b[0].Count != 1 || !b[0].Overflow || b[0].LE != 60000 {
 		t.Fatalf("a value above every bound lands in the last bucket: %+v", b)
 	}
-	if l := huge.Lines("", 5); !strings.Contains(l[1], ">60s") {
+	if _, err := json.Marshal(huge.Buckets()); err != nil {
+		t.Fatalf("the overflow bucket must encode as JSON: %v", err)
+	}
+	if l := huge.Lines("", 5); !strings.Contains(l[1], ">60s") || !strings.Contains(l[1], "p50") {
 		t.Fatalf("last bucket label: %q", l[1])
 	}
 }

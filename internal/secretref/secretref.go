@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -37,7 +38,11 @@ func Check(s string) error {
 
 // Expand resolves every reference of s. A missing variable or unreadable
 // file is an error naming the reference, never its value.
-func Expand(s string) (string, error) {
+func Expand(s string) (string, error) { return ExpandFrom(s, "") }
+
+// ExpandFrom is Expand with relative ${file:PATH} references taken from
+// dir (the directory of the file that holds them).
+func ExpandFrom(s, dir string) (string, error) {
 	if err := Check(s); err != nil {
 		return "", err
 	}
@@ -52,7 +57,11 @@ func Expand(s string) (string, error) {
 			}
 			return v
 		default:
-			b, err := os.ReadFile(sub[2])
+			p := sub[2]
+			if dir != "" && !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			b, err := os.ReadFile(p)
 			if err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("%s: %w", m, errors.Unwrap(err))
 				if errors.Unwrap(err) == nil {

@@ -42,3 +42,16 @@ func TestExpand(t *testing.T) {
 		t.Error("Strip/Has")
 	}
 }
+
+func TestExpandFromDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tok"), []byte("value-from-dir\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ExpandFrom("Bearer ${file:tok}", dir); err != nil || got != "Bearer value-from-dir" {
+		t.Fatalf("relative to dir: %q, %v", got, err)
+	}
+	if got, err := ExpandFrom("${file:"+filepath.Join(dir, "tok")+"}", "/elsewhere"); err != nil || got != "value-from-dir" {
+		t.Fatalf("absolute path ignores dir: %q, %v", got, err)
+	}
+}

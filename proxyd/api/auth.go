@@ -81,6 +81,9 @@ type AuthStatus struct {
 	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
 	NextProactive *time.Time `json:"next_proactive_refresh,omitempty"`
 	Refreshing    bool       `json:"refreshing"`
+	// TokenRequests counts refresh requests sent to the token endpoint
+	// since proxyd registered the server (0 when read without the daemon).
+	TokenRequests int64 `json:"token_requests"`
 	// Grant is how tokens are obtained: authorization_code,
 	// client_credentials, jwt_bearer or token_exchange.
 	Grant string `json:"grant"`

@@ -104,3 +104,7 @@ func joinErrors(errs []*Error) error {
 	}
 	return errors.Join(out...)
 }
+
+// YAMLError locates a decoding error of another YAML file mcpx reads
+// (a probe targets file) the way config errors are located.
+func YAMLError(file string, err error) *Error { return fromYAMLError(file, err) }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
@@ -335,12 +337,12 @@ func (v *validator) headers(h map[string]string, where, name string) {
 		case credentialHeader(k) && !secretref.Has(h[k]):
 			v.addKey(hp, fmt.Sprintf("%sheader %s holds a credential written into the config file", prefix(where), k),
 				"reference it instead: \"Bearer ${env:NAME}\" or \"${file:/run/secrets/NAME}\" (resolved by proxyd when it connects), store it with `mcpx auth set-token "+name+"`, or sign in with `mcpx login "+name+"`")
-		case !validHeaderName(k):
+		case !httpguts.ValidHeaderFieldName(k):
 			v.addKey(hp, fmt.Sprintf("%sinvalid header name %q", prefix(where), k), "use letters, digits and - (e.g. X-Team)")
 		case managedHeaders[strings.ToLower(k)]:
 			v.addKey(hp, fmt.Sprintf("%sheader %s is managed by mcpx", prefix(where), k), "remove it")
 		}
-		if !validHeaderValue(h[k]) {
+		if !httpguts.ValidHeaderFieldValue(h[k]) {
 			v.add(hp, fmt.Sprintf("%sheader %s has an invalid value (control characters such as CR or LF)", prefix(where), k), "put the value on one line without control characters")
 		}
 	}
@@ -363,32 +365,6 @@ func secretLookingHeader(k string) bool {
 		}
 	}
 	return false
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 func (v *validator) oauth(o *OAuth, where string) {

@@ -24,6 +24,7 @@ func (c *Coordinator) Status(key string) api.AuthStatus {
 			s.Grant, s.IdentitySource, machine = m.Kind, m.IdentitySource(), true
 		}
 		s.Refreshing = st.flight != nil
+		s.TokenRequests = st.requests
 		if st.cool != nil && c.opts.Now().Before(st.cool.until) {
 			s.CooldownUntil = timePtr(st.cool.until)
 		}

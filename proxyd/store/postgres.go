@@ -157,6 +157,22 @@ func RedactDSN(dsn string) string {
 	return fmt.Sprintf("postgres://%s@%s/%s", cfg.User, net.JoinHostPort(host, strconv.Itoa(int(cfg.Port))), cfg.Database)
 }
 
+// pgConfig parses dsn, with a connect timeout when it sets none; where
+// names the database without its password, for messages.
+func pgConfig(dsn string) (where string, cfg *pgx.ConnConfig, err error) {
+	where = RedactDSN(dsn)
+	cfg, err = pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx's message may quote the DSN: say only what is wrong.
+		return where, nil, &OpenError{Path: where, Err: errors.New("not a valid PostgreSQL connection string"),
+			Fix: "use postgres://USER@HOST:PORT/DATABASE, with the password in a ${env:...} or ${file:...} reference"}
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	return where, cfg, nil
+}
+
 // OpenPostgres connects to the PostgreSQL database of dsn and runs every
 // pending migration. Errors name the database without its password.
 // appName, when the DSN sets none, is the connections' application_name
@@ -166,15 +182,9 @@ func OpenPostgres(ctx context.Context, dsn string, appName ...string) (*DB, erro
 }
 
 func openPostgres(ctx context.Context, dsn string, target int, appName ...string) (*DB, error) {
-	where := RedactDSN(dsn)
-	cfg, err := pgx.ParseConfig(dsn)
+	where, cfg, err := pgConfig(dsn)
 	if err != nil {
-		// pgx's message may quote the DSN: say only what is wrong.
-		return nil, &OpenError{Path: where, Err: errors.New("not a valid PostgreSQL connection string"),
-			Fix: "use postgres://USER@HOST:PORT/DATABASE, with the password in a ${env:...} or ${file:...} reference"}
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 10 * time.Second
+		return nil, err
 	}
 	if _, set := cfg.RuntimeParams["application_name"]; !set && len(appName) > 0 && appName[0] != "" {
 		cfg.RuntimeParams["application_name"] = appName[0]

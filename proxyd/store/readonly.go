@@ -3,13 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -43,14 +41,9 @@ func OpenSQLiteReadOnly(ctx context.Context, path string) (*DB, error) {
 // OpenPostgresReadOnly connects to the PostgreSQL database of dsn with
 // read-only transactions.
 func OpenPostgresReadOnly(ctx context.Context, dsn string) (*DB, error) {
-	where := RedactDSN(dsn)
-	cfg, err := pgx.ParseConfig(dsn)
+	where, cfg, err := pgConfig(dsn)
 	if err != nil {
-		return nil, &OpenError{Path: where, Err: errors.New("not a valid PostgreSQL connection string"),
-			Fix: "use postgres://USER@HOST:PORT/DATABASE, with the password in a ${env:...} or ${file:...} reference"}
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 10 * time.Second
+		return nil, err
 	}
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
