@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -65,32 +66,8 @@ func testCallAtTerminal(t *testing.T, e *env, directURL string) {
 	defer cancel()
 	want := elicitDirectly(t, ctx, directURL, sameAnswer)
 
-	cmd := exec.CommandContext(ctx, mcpxBin, append(e.globals(), "call", "everything", "trigger-elicitation-request")...)
-	cmd.Env = append(e.environ(), "TERM=dumb")
-	cmd.WaitDelay = 5 * time.Second
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
-	if err != nil {
-		t.Fatalf("starting mcpx call on a pseudo-terminal: %v", err)
-	}
-	defer func() { _ = tty.Close() }()
-	out := &syncBuffer{}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		buf := make([]byte, 4096)
-		for {
-			n, err := tty.Read(buf)
-			_, _ = out.Write(buf[:n])
-			if err != nil {
-				return // EIO once mcpx has exited and closed the terminal
-			}
-		}
-	}()
-	defer func() {
-		if t.Failed() {
-			t.Logf("the terminal:\n%s", out)
-		}
-	}()
+	term := startOnPTY(t, ctx, e, "call", "everything", "trigger-elicitation-request")
+	tty, out := term.tty, term.out
 
 	// Answer each prompt as it appears: the accept question first, then one
 	// prompt per field, each after the line naming its field.
@@ -137,10 +114,7 @@ func testCallAtTerminal(t *testing.T, e *env, directURL string) {
 		}
 		answered = len(before)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("mcpx call: %v", err)
-	}
-	<-copied
+	term.wait()
 	for name := range sameAnswer {
 		if !asked[name] {
 			t.Errorf("field %s was not asked", name)
@@ -155,6 +129,87 @@ func testCallAtTerminal(t *testing.T, e *env, directURL string) {
 		t.Errorf("the answer the upstream got through mcpx call:\n%v\nwant (directly):\n%v", a, b)
 	}
 }
+
+// ptyProc is mcpx running on a pseudo-terminal: its raw output, byte for
+// byte (the tmux terminal of top_test.go shows the screen instead).
+type ptyProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	tty  *os.File
+	out  *syncBuffer // everything mcpx wrote (stdout and stderr), with the echo
+	read chan struct{}
+}
+
+// startOnPTY runs mcpx with args on a pseudo-terminal: its stdin,
+// stdout and stderr.
+func startOnPTY(t *testing.T, ctx context.Context, e *env, args ...string) *ptyProc {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, mcpxBin, append(e.globals(), args...)...)
+	cmd.Env = append(e.environ(), "TERM=dumb")
+	cmd.WaitDelay = 5 * time.Second
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
+	if err != nil {
+		t.Fatalf("starting mcpx on a pseudo-terminal: %v", err)
+	}
+	term := &ptyProc{t: t, cmd: cmd, tty: tty, out: &syncBuffer{}, read: make(chan struct{})}
+	t.Cleanup(func() {
+		_ = tty.Close()
+		if t.Failed() {
+			t.Logf("the terminal:\n%q", term.out)
+		}
+	})
+	go func() {
+		defer close(term.read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			_, _ = term.out.Write(buf[:n])
+			if err != nil {
+				return // EIO once mcpx has exited and closed the terminal
+			}
+		}
+	}()
+	return term
+}
+
+// wait waits for mcpx to exit successfully and for all it wrote.
+func (term *ptyProc) wait() {
+	term.t.Helper()
+	if err := term.cmd.Wait(); err != nil {
+		term.t.Fatalf("mcpx: %v", err)
+	}
+	<-term.read
+}
+
+// testProgressBarAtTerminal: on a terminal, progress is one bar redrawn in
+// place, a state per notification the same call gets directly.
+func testProgressBarAtTerminal(t *testing.T, e *env, directProgress int) {
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	term := startOnPTY(t, ctx, e, "call", "everything", "trigger-long-running-operation", "duration=0.4", "steps=2")
+	term.wait()
+	got := term.out.String()
+	bars := progressBars.FindAllString(got, -1)
+	if len(bars) != directProgress || directProgress == 0 {
+		t.Fatalf("%d progress bars %q, want %d (as many as notifications directly)", len(bars), bars, directProgress)
+	}
+	if bars[len(bars)-1] != "["+strings.Repeat("#", 30)+"] 2/2" {
+		t.Errorf("the last bar %q is not full", bars[len(bars)-1])
+	}
+	if strings.Contains(got, "progress: ") {
+		t.Errorf("plain progress lines on a terminal")
+	}
+	// Redrawn in place: the line is cleared before the next bar.
+	if i := strings.Index(got, bars[0]); i < 0 || !strings.Contains(got[i:], "\r\x1b[K"+bars[1]) {
+		t.Errorf("the bar is not redrawn in place")
+	}
+	if !strings.Contains(got, "Long running operation completed") {
+		t.Errorf("no result")
+	}
+}
+
+// progressBars matches the bar mcpx call draws: 30 cells and the count.
+var progressBars = regexp.MustCompile(`\[[#·]{30}\] \d+/\d+`)
 
 // elicitDirectly calls server-everything's trigger-elicitation-request at
 // directURL as a client that answers with content, and returns the

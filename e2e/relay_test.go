@@ -213,6 +213,7 @@ func TestEverythingThroughProxyd(t *testing.T) {
 	})
 
 	t.Run("mcpx call at a terminal", func(t *testing.T) { testCallAtTerminal(t, e, url) })
+	t.Run("mcpx call's progress bar", func(t *testing.T) { testProgressBarAtTerminal(t, e, want.progress) })
 	t.Run("Ctrl-C cancels the call upstream", func(t *testing.T) {
 		cmd := exec.Command(mcpxBin, append(e.globals(), "call", "everything", "trigger-long-running-operation", "duration=30", "steps=30")...)
 		cmd.Env = e.environ()
