@@ -237,7 +237,13 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 		listenFn   = "github.com/mcpx-dev/mcpx/proxyd/downstream.(*Server).listen"
 		upstreamFn = "github.com/mark3labs/mcp-go/server.(*StreamableHTTPServer).handlePost"
 	)
-	baseline := handlersIn(upstreamFn)
+	// proxyd holds one listen stream on its modern upstream (m); it may
+	// open it just after the server reports ready.
+	const baseline = 1
+	waitfor.Cond(t, 10*time.Second, "proxyd's own listen stream on the modern upstream", func() (bool, string) {
+		n := handlersIn(upstreamFn)
+		return n == baseline, fmt.Sprintf("the upstream serves %d streams, want %d", n, baseline)
+	})
 	filters := []string{
 		`{"toolsListChanged":true,"promptsListChanged":true}`,
 		`{"resourceSubscriptions":["test://watched-resource"]}`,
@@ -316,6 +322,6 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 	})
 	waitfor.Cond(t, 10*time.Second, "proxyd's upstream listen streams to be back to one per modern upstream", func() (bool, string) {
 		n := handlersIn(upstreamFn)
-		return n == baseline, fmt.Sprintf("the upstream serves %d streams, %d before", n, baseline)
+		return n == baseline, fmt.Sprintf("the upstream serves %d streams, want %d", n, baseline)
 	})
 }
