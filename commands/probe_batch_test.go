@@ -102,9 +102,9 @@ func TestProbeFailOnWarn(t *testing.T) {
 		t.Fatalf("--fail-on warn: exit %d", code)
 	}
 	var suites struct {
-		Failures int `xml:"failures,attr"`
-		Suites   []struct {
-			Cases []struct {
+		Suites []struct {
+			Failures int `xml:"failures,attr"`
+			Cases    []struct {
 				Name    string    `xml:"name,attr"`
 				Failure *struct{} `xml:"failure"`
 			} `xml:"testcase"`
@@ -113,7 +113,7 @@ func TestProbeFailOnWarn(t *testing.T) {
 	if err := xml.Unmarshal([]byte(stdout), &suites); err != nil {
 		t.Fatalf("junit: %v\n%s", err, stdout)
 	}
-	if suites.Failures != 1 {
+	if len(suites.Suites) != 1 || suites.Suites[0].Failures != 1 {
 		t.Fatalf("want the tls warning as the one failure:\n%s", stdout)
 	}
 	for _, c := range suites.Suites[0].Cases {

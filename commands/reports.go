@@ -5,12 +5,17 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/report"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
+
+// commandStarted is when this mcpx process began: the command's start
+// for the reports (one command per process).
+var commandStarted = time.Now()
 
 // reportOutputFlag is -o for commands that also write CI reports.
 var reportOutputFlag = &cli.StringFlag{
@@ -50,6 +55,8 @@ func renderReport(c *cli.Context, v any, table func(w io.Writer) error, run func
 		r = run()
 		r.Version = Version
 		r.Root, _ = os.Getwd()
+		r.Started = commandStarted
+		r.Host, _ = os.Hostname()
 	}
 	switch f {
 	case "sarif":

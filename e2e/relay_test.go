@@ -159,9 +159,11 @@ func TestEverythingThroughProxyd(t *testing.T) {
 
 	t.Run("mcpx call", func(t *testing.T) {
 		// Progress as plain lines on stderr (no terminal here).
+		// The same call as directly: as many progress lines as the direct
+		// client got notifications.
 		r := e.run("call", "everything", "trigger-long-running-operation", "duration=0.4", "steps=2")
-		if r.code != 0 || strings.Count(r.stderr, "progress: ") != 2 || !strings.Contains(r.stderr, "progress: 2/2") {
-			t.Errorf("progress lines:\n%s", r)
+		if r.code != 0 || strings.Count(r.stderr, "progress: ") != want.progress || !strings.Contains(r.stderr, "progress: 2/2") {
+			t.Errorf("progress lines (want %d):\n%s", want.progress, r)
 		}
 		// Nothing but the result with -o json.
 		var res api.CallResponse
@@ -177,6 +179,12 @@ func TestEverythingThroughProxyd(t *testing.T) {
 		r = e.run("call", "everything", "trigger-elicitation-request", "--elicit", "@"+answer)
 		if r.code != 0 || !strings.Contains(r.stdout, "Grace Hopper") || !strings.Contains(r.stderr, "The server asks:") {
 			t.Errorf("elicitation from a file:\n%s", r)
+		}
+		// What the server got is what it gets from a client giving the same
+		// answer directly.
+		direct := elicitDirectly(t, ctx, url, map[string]any{"name": "Grace Hopper", "check": true, "email": "grace@example.com"})
+		if got, want := userInputs(r.stdout), userInputs(direct); got == "" || got != want {
+			t.Errorf("the tool's summary through mcpx call:\n%s\nwant (directly):\n%s", got, want)
 		}
 		r = e.run("call", "everything", "trigger-elicitation-request", "--elicit", "decline")
 		if r.code != 0 || !strings.Contains(r.stdout, "decline") {
@@ -204,6 +212,8 @@ func TestEverythingThroughProxyd(t *testing.T) {
 		}
 	})
 
+	t.Run("mcpx call at a terminal", func(t *testing.T) { testCallAtTerminal(t, e, url) })
+	t.Run("mcpx call's progress bar", func(t *testing.T) { testProgressBarAtTerminal(t, e, want.progress) })
 	t.Run("Ctrl-C cancels the call upstream", func(t *testing.T) {
 		cmd := exec.Command(mcpxBin, append(e.globals(), "call", "everything", "trigger-long-running-operation", "duration=30", "steps=30")...)
 		cmd.Env = e.environ()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"os"
 	"os/exec"
@@ -86,10 +87,29 @@ type junitView struct {
 	}
 }
 
-// readJUnit reads file with test-results-parser (tools/peers/junit-read.js)
-// and checks that its totals agree with its cases.
+// checkJUnit validates file against the Apache Ant JUnit schema with
+// libxml2 (tools/peers/junit-validate.js); the error carries libxml2's
+// messages.
+func checkJUnit(t *testing.T, file string) error {
+	t.Helper()
+	dir := peersDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, filepath.Join(dir, nodeRel), filepath.Join(dir, "junit-validate.js"), file).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, b)
+	}
+	return nil
+}
+
+// readJUnit validates file against the JUnit schema, reads it with
+// test-results-parser (tools/peers/junit-read.js) and checks that its
+// totals agree with its cases.
 func readJUnit(t *testing.T, file string) junitView {
 	t.Helper()
+	if err := checkJUnit(t, file); err != nil {
+		t.Fatalf("%s is not valid JUnit (Ant schema): %v", file, err)
+	}
 	dir := peersDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
@@ -159,12 +179,23 @@ func TestProbeReportsValidate(t *testing.T) {
 	if len(v.Suites) != 5 || v.Status != "FAIL" {
 		t.Fatalf("want five suites and a failed run: %+v", v)
 	}
-	// Per target: six steps and the outcome. Failed cases: refused (tcp,
-	// outcome), expired (tls, outcome), expiring-soon's tls warning.
+	// Per target: six steps and the outcome, a step that did not run
+	// listed as skipped in the suite's output (the schema has no skipped
+	// case). Failed cases: refused (tcp, outcome), expired (tls,
+	// outcome), expiring-soon's tls warning.
+	var raw struct {
+		Suites []struct {
+			Name string `xml:"name,attr"`
+			Out  string `xml:"system-out"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal([]byte(r.stdout), &raw); err != nil || len(raw.Suites) != len(v.Suites) {
+		t.Fatalf("decoding the report: %v\n%s", err, r.stdout)
+	}
 	failed := map[string][]string{}
-	for _, s := range v.Suites {
-		if len(s.Cases) != 7 {
-			t.Errorf("suite %s has %d cases, want 7", s.Name, len(s.Cases))
+	for i, s := range v.Suites {
+		if skipped := strings.Count(raw.Suites[i].Out, ": skipped: "); len(s.Cases)+skipped != 7 {
+			t.Errorf("suite %s has %d cases and %d skipped steps, want 7 in all:\n%s", s.Name, len(s.Cases), skipped, raw.Suites[i].Out)
 		}
 		for _, c := range s.Cases {
 			if c.Status == "FAIL" {
@@ -306,5 +337,37 @@ func TestDrillReportsValidate(t *testing.T) {
 	}
 	if v.Status != "FAIL" || !slices.Contains(names, "grant=FAIL") || !slices.Contains(names, "outcome=FAIL") {
 		t.Fatalf("refresh drill as JUnit: %v", names)
+	}
+}
+
+// The JUnit schema check rejects what the Ant schema rejects: a test that
+// passes through it means the report is valid, not that nothing was read.
+func TestJUnitSchemaCheckRejects(t *testing.T) {
+	const suite = `<testsuite name="t" package="mcpx probe" id="0" timestamp="2026-01-02T03:04:05" hostname="localhost" tests="1" failures="0" errors="0" time="0.001">` +
+		`<properties/>%s<system-out/><system-err/></testsuite>`
+	const pass = `<testcase name="tcp" classname="t" time="0.001"/>`
+	doc := func(body string) string { return `<?xml version="1.0" encoding="UTF-8"?><testsuites>` + body + `</testsuites>` }
+	for _, tc := range []struct {
+		name, xml, want string // want: a fragment of libxml2's message; "" means valid
+	}{
+		{"valid", doc(fmt.Sprintf(suite, pass)), ""},
+		{"no hostname", doc(strings.Replace(fmt.Sprintf(suite, pass), ` hostname="localhost"`, "", 1)), "'hostname' is required"},
+		{"zoned timestamp", doc(strings.Replace(fmt.Sprintf(suite, pass), `03:04:05"`, `03:04:05Z"`, 1)), "timestamp"},
+		{"totals on testsuites", strings.Replace(doc(fmt.Sprintf(suite, pass)), "<testsuites>", `<testsuites tests="1">`, 1), "'tests' is not allowed"},
+		{"skipped case", doc(fmt.Sprintf(suite, `<testcase name="tcp" classname="t" time="0"><skipped/></testcase>`)), "skipped"},
+		{"failure without type", doc(fmt.Sprintf(suite, `<testcase name="tcp" classname="t" time="0"><failure message="x"/></testcase>`)), "'type' is required"},
+		{"not XML", "<testsuites><testsuite>", "Premature end of data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkJUnit(t, writeOut(t, "report.xml", tc.xml))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid document rejected: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("invalid document accepted:\n%s", tc.xml)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("rejected, but not for %q: %v", tc.want, err)
+			}
+		})
 	}
 }

@@ -142,6 +142,11 @@ func TestRelayStreamsComplete(t *testing.T) {
 	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: l\n    url: %s\n    protocol: legacy\n    prefix: l_\n  - name: m\n    url: %s\n    protocol: modern\n    prefix: m_\n", fx.URL(), fx.URL()))
 	waitReady(t, td, "l")
 	waitReady(t, td, "m")
+	// Ready comes before the endpoint lists a server's tools (a Sync just
+	// after): a call before that is refused as an unknown tool.
+	for _, name := range []string{"l_test_tool_with_progress", "l_test_tool_with_logging", "m_test_tool_with_progress", "m_test_tool_with_logging"} {
+		waitListed(t, td, name)
+	}
 	eras := map[string]string{"l": "legacy", "m": "modern"}
 	for _, client := range []string{"legacy", "modern"} {
 		for _, up := range []string{"l", "m"} {
@@ -237,7 +242,13 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 		listenFn   = "github.com/mcpx-dev/mcpx/proxyd/downstream.(*Server).listen"
 		upstreamFn = "github.com/mark3labs/mcp-go/server.(*StreamableHTTPServer).handlePost"
 	)
-	baseline := handlersIn(upstreamFn)
+	// proxyd holds one listen stream on its modern upstream (m); it may
+	// open it just after the server reports ready.
+	const baseline = 1
+	waitfor.Cond(t, 10*time.Second, "proxyd's own listen stream on the modern upstream", func() (bool, string) {
+		n := handlersIn(upstreamFn)
+		return n == baseline, fmt.Sprintf("the upstream serves %d streams, want %d", n, baseline)
+	})
 	filters := []string{
 		`{"toolsListChanged":true,"promptsListChanged":true}`,
 		`{"resourceSubscriptions":["test://watched-resource"]}`,
@@ -316,6 +327,6 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 	})
 	waitfor.Cond(t, 10*time.Second, "proxyd's upstream listen streams to be back to one per modern upstream", func() (bool, string) {
 		n := handlersIn(upstreamFn)
-		return n == baseline, fmt.Sprintf("the upstream serves %d streams, %d before", n, baseline)
+		return n == baseline, fmt.Sprintf("the upstream serves %d streams, want %d", n, baseline)
 	})
 }

@@ -87,6 +87,21 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
 		}).ToolResult(), nil
 	})
+	s.AddTool(mcp.NewTool("signin"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if r := server.ElicitationResponse(req.Params.InputResponses, "signin"); r != nil {
+			// The out-of-band step is done. The legacy era announces it; the
+			// modern era has no such notification (the retry is the news).
+			if sess := server.ClientSessionFromContext(ctx); sess != nil && !server.IsModernRequest(ctx) {
+				_ = server.ServerFromContext(ctx).SendElicitationComplete(ctx, sess, signinID)
+			}
+			return mcp.NewToolResultText("signed in: " + string(r.Action)), nil
+		}
+		params := mcp.ElicitationParams{Mode: mcp.ElicitationModeURL, URL: "http://127.0.0.1:1/signin", Message: "Sign in"}
+		if !server.IsModernRequest(ctx) {
+			params.ElicitationID = signinID // the modern era has no elicitation ids
+		}
+		return server.NewInputRequestBuilder("").Elicit("signin", params).ToolResult(), nil
+	})
 	s.AddTool(mcp.NewTool("roots"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := server.ServerFromContext(ctx).RequestRoots(ctx, mcp.ListRootsRequest{})
 		if err != nil {
@@ -247,9 +262,25 @@ func dialRelay(t *testing.T, td *testDaemon, version string, opts ...client.Clie
 type elicitor struct {
 	mu    sync.Mutex
 	asked int
+	urls  []mcp.ElicitationParams // the URL-mode requests, as the client got them
+}
+
+// signinID is the relay upstream's id for its URL elicitation.
+const signinID = "signin-7"
+
+func (e *elicitor) urlRequests() []mcp.ElicitationParams {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]mcp.ElicitationParams(nil), e.urls...)
 }
 
 func (e *elicitor) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	if req.Params.Mode == mcp.ElicitationModeURL {
+		e.mu.Lock()
+		e.urls = append(e.urls, req.Params)
+		e.mu.Unlock()
+		return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept}}, nil
+	}
 	e.mu.Lock()
 	e.asked++
 	e.mu.Unlock()
@@ -287,7 +318,8 @@ func TestRelayEveryEra(t *testing.T) {
 		t.Run(era.name, func(t *testing.T) {
 			srv := era.upstream
 			el := &elicitor{}
-			c := dialRelay(t, td, era.client, client.WithElicitationHandler(el), client.WithSamplingHandler(sampler{}))
+			c := dialRelay(t, td, era.client, client.WithElicitationHandler(el), client.WithSamplingHandler(sampler{}),
+				client.WithClientCapabilities(mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}}}))
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 
@@ -324,6 +356,43 @@ func TestRelayEveryEra(t *testing.T) {
 				}
 				if el.asked != 1 {
 					t.Fatalf("the client was asked %d times", el.asked)
+				}
+			})
+			t.Run("URL elicitation", func(t *testing.T) {
+				res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__signin"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := toolText(t, res); got != "signed in: accept" {
+					t.Fatalf("result %q", got)
+				}
+				asked := el.urlRequests()
+				if len(asked) != 1 || asked[0].URL != "http://127.0.0.1:1/signin" {
+					t.Fatalf("URL requests the client got: %+v", asked)
+				}
+				completions := func() []mcp.JSONRPCNotification {
+					return c.notifications(string(mcp.MethodNotificationElicitationComplete))
+				}
+				if mcp.IsModernProtocol(era.client) {
+					// The modern era has no completion notification: the
+					// client's retry is how the server hears it is done.
+					if n := completions(); len(n) != 0 {
+						t.Fatalf("a modern client got %+v", n)
+					}
+					return
+				}
+				// A legacy client needs an id (2025-11-25 requires it): the
+				// upstream's, or proxyd's for a modern upstream's request; and
+				// hears of the completion under that id: the upstream's own
+				// notification (legacy upstream), or proxyd's once the modern
+				// upstream took the answer.
+				id := asked[0].ElicitationID
+				if srv == "legacy" && id != signinID || srv == "modern" && !strings.HasPrefix(id, "mcpx-e-") {
+					t.Fatalf("elicitationId %q", id)
+				}
+				waitfor.True(t, 10*time.Second, "notifications/elicitation/complete", func() bool { return len(completions()) > 0 })
+				if n := completions(); len(n) != 1 || n[0].Params.AdditionalFields["elicitationId"] != id {
+					t.Fatalf("completions %+v, want one for %q", n, id)
 				}
 			})
 			t.Run("sampling", func(t *testing.T) {

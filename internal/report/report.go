@@ -5,7 +5,10 @@
 // it.
 package report
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Status is the outcome of one check.
 type Status string
@@ -29,6 +32,10 @@ type Run struct {
 	// Root is the directory sources are relative to: the working
 	// directory, the repository's checkout in CI.
 	Root string
+	// Started is when the command began and Host the machine it ran on:
+	// the JUnit schema requires both on every test suite.
+	Started time.Time
+	Host    string
 }
 
 // Target is one thing checked: an endpoint of the probe, a server of a

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // Result types of the modern era (SEP-2322).
@@ -156,12 +158,14 @@ func (r *Relayer) fulfil(ctx context.Context, up Upstream, ex *Exchange, req *Re
 	h := &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
 	ex.Handler = h
 	params := ex.Params
+	var signins urlSignins
 	for round := 0; ; round++ {
 		ex.Params = params
 		res, err := up.Relay(ctx, ex)
 		if err != nil {
 			return nil, err
 		}
+		signins.completed(h.peer, res)
 		if StringMember(res, "resultType") != resultInputRequired {
 			return LegacyResult(res), nil
 		}
@@ -188,10 +192,12 @@ func (r *Relayer) fulfil(ctx context.Context, up Upstream, ex *Exchange, req *Re
 				req.Stats.addInput(in.Method, "refused")
 				return nil, &InputError{Method: in.Method}
 			}
+			in.Params = signins.identify(in.Method, in.Params)
 			a, err := h.Ask(ctx, in.Method, in.Params)
 			if err != nil {
 				return nil, fmt.Errorf("the client's answer to %s: %w", in.Method, err)
 			}
+			signins.answered(in.Method, in.Params, a)
 			answers[key] = a
 		}
 		b, err := json.Marshal(answers)
@@ -206,6 +212,67 @@ func (r *Relayer) fulfil(ctx context.Context, up Upstream, ex *Exchange, req *Re
 			params = WithoutMember(params, "requestState")
 		}
 	}
+}
+
+// elicitationIDs numbers the ids proxyd gives modern upstreams' URL
+// elicitations for legacy clients.
+var elicitationIDs atomic.Int64
+
+// urlSignins bridges a modern upstream's URL-mode elicitations to a legacy
+// client, which needs what the modern era dropped: an elicitationId on the
+// request (proxyd adds one when the upstream gave none) and, once the
+// out-of-band step is done, notifications/elicitation/complete. A modern
+// upstream says it is done by taking the client's answer and not asking
+// for the same URL again in its next result.
+type urlSignins struct {
+	accepted map[string]string // URL -> elicitationId, accepted last round
+}
+
+// identify gives a URL elicitation an id when it has none.
+func (u *urlSignins) identify(method string, params json.RawMessage) json.RawMessage {
+	if method != MethodElicitation || elicitationMode(params) != "url" || StringMember(params, "elicitationId") != "" {
+		return params
+	}
+	id, _ := json.Marshal("mcpx-e-" + strconv.FormatInt(elicitationIDs.Add(1), 10))
+	return WithMember(params, "elicitationId", id)
+}
+
+// answered notes a URL elicitation the client accepted.
+func (u *urlSignins) answered(method string, params, answer json.RawMessage) {
+	if method != MethodElicitation || elicitationMode(params) != "url" || StringMember(answer, "action") != "accept" {
+		return
+	}
+	if u.accepted == nil {
+		u.accepted = map[string]string{}
+	}
+	u.accepted[StringMember(params, "url")] = StringMember(params, "elicitationId")
+}
+
+// completed announces to the client the URL elicitations accepted last
+// round that the upstream's next result res does not ask for again.
+func (u *urlSignins) completed(peer Peer, res json.RawMessage) {
+	if len(u.accepted) == 0 {
+		return
+	}
+	if StringMember(res, "resultType") == resultInputRequired {
+		if reqs, ok := Member(res, "inputRequests"); ok {
+			var again map[string]struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			_ = json.Unmarshal(reqs, &again)
+			for _, in := range again {
+				if in.Method == MethodElicitation {
+					delete(u.accepted, StringMember(in.Params, "url"))
+				}
+			}
+		}
+	}
+	for _, id := range u.accepted {
+		b, _ := json.Marshal(map[string]string{"elicitationId": id})
+		peer.Notify(MethodElicitationComplete, b)
+	}
+	u.accepted = nil
 }
 
 // InputError: a modern upstream asked the client for input of a kind the
@@ -225,12 +292,17 @@ type handler struct {
 }
 
 func (h *handler) Notify(method string, params json.RawMessage) {
-	if method == MethodProgress {
+	switch method {
+	case MethodProgress:
 		if h.token == nil {
 			return
 		}
 		params = WithMember(params, "progressToken", h.token)
 		h.stats.addProgress()
+	case MethodElicitationComplete:
+		if h.peer.Modern() {
+			return // not a notification of the modern era: its retry is the news
+		}
 	}
 	h.peer.Notify(method, params)
 }

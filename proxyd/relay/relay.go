@@ -92,6 +92,10 @@ const (
 	MethodProgress    = "notifications/progress"
 	MethodMessage     = "notifications/message"
 	MethodCancelled   = "notifications/cancelled"
+	// MethodElicitationComplete announces the end of a URL-mode
+	// elicitation; the legacy era only (the modern era has neither the
+	// notification nor elicitation ids).
+	MethodElicitationComplete = "notifications/elicitation/complete"
 )
 
 // Upstream is the connection a request is relayed to.

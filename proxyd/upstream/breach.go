@@ -96,8 +96,13 @@ func limitCause(ctx context.Context, err error) error {
 }
 
 // replyFor checks that a reply answers request id: a reply under another
-// id, whatever it holds, is not this request's result.
-func replyFor(got json.RawMessage, id string) error {
+// id, whatever it holds, is not this request's result. An error under a
+// null id is (JSON-RPC: the server could not tell the request's id; on
+// the request's own response it can only be this request's).
+func replyFor(got json.RawMessage, id string, isError bool) error {
+	if isError && idKey(got) == "" {
+		return nil
+	}
 	if s, ok := relay.String(bytes.TrimSpace(got)); !ok || s != id {
 		return fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, id, got)
 	}

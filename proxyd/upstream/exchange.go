@@ -511,7 +511,7 @@ func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *ex
 		}
 		return nil, transport.NewError(err)
 	}
-	if resp.ID.String() != req.ID.String() {
+	if resp.ID.String() != req.ID.String() && !nullIDError(resp) {
 		return nil, fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, x.id, resp.ID.String())
 	}
 	if resp.Error != nil {

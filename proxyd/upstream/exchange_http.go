@@ -131,7 +131,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		if err != nil {
 			return nil, fmt.Errorf("failed to decode response: %w", err)
 		}
-		if err := replyFor(m.ID, x.id); err != nil {
+		if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
 			return nil, err
 		}
 		return m.outcome()
@@ -264,7 +264,7 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 			case m.Method != "":
 				c.deliver(x, m.Method, m.Params)
 			case len(m.ID) > 0:
-				if err := replyFor(m.ID, x.id); err != nil {
+				if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
 					return nil, err
 				}
 				return m.outcome()

@@ -111,7 +111,7 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 	if err != nil {
 		return nil, transport.NewError(err)
 	}
-	if resp.ID.String() != req.ID.String() {
+	if resp.ID.String() != req.ID.String() && !nullIDError(resp) {
 		return nil, fmt.Errorf("%w (sent id %s, got %s)", callerr.ErrWrongID, req.ID.String(), resp.ID.String())
 	}
 	if resp.Error != nil {
@@ -247,4 +247,10 @@ func parseTool(raw json.RawMessage) (Tool, error) {
 	sum := sha256.Sum256(raw)
 	return Tool{Tool: t, Raw: append(json.RawMessage(nil), raw...), Hash: hex.EncodeToString(sum[:8]),
 		ParamHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}, nil
+}
+
+// nullIDError: an error reply under a null id, which answers the request
+// it came back for (the server could not read the request's id).
+func nullIDError(resp *transport.JSONRPCResponse) bool {
+	return resp.Error != nil && resp.ID.IsNil()
 }

@@ -97,7 +97,7 @@ func FuzzSSEReader(f *testing.F) {
 			if m, err := parseMessage(bytes.Clone(ev.data)); err == nil && len(m.ID) > 0 && !json.Valid(m.ID) {
 				t.Fatalf("parseMessage took id %q from %q", m.ID, ev.data)
 			}
-			_ = replyFor(ev.data, "mcpx-1")
+			_ = replyFor(ev.data, "mcpx-1", false)
 		}
 		t.Fatal("the reader returned more events than the stream has bytes")
 	})

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -190,6 +191,30 @@ func TestReplyWithWrongIDRefused(t *testing.T) {
 				t.Fatalf("the next call: %v", err)
 			}
 		})
+	}
+}
+
+// Which replies answer request "mcpx-7": its own id, and an error under a
+// null id (the server could not read the id; JSON-RPC 2.0, 5).
+func TestReplyFor(t *testing.T) {
+	for _, tc := range []struct {
+		id      string
+		isError bool
+		ok      bool
+	}{
+		{`"mcpx-7"`, false, true},
+		{`"mcpx-7"`, true, true},
+		{`"mcpx-8"`, false, false},
+		{`"mcpx-8"`, true, false},
+		{`7`, false, false},
+		{`null`, true, true},
+		{`null`, false, false},
+		{``, false, false},
+	} {
+		err := replyFor(json.RawMessage(tc.id), "mcpx-7", tc.isError)
+		if (err == nil) != tc.ok {
+			t.Errorf("replyFor(%s, error=%v): %v, want ok=%v", tc.id, tc.isError, err, tc.ok)
+		}
 	}
 }
 
