@@ -189,7 +189,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	case msg.Method == "" && len(msg.ID) > 0:
 		return !modern && s.takeAnswer(w, sess, msg)
 	case msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0:
-		if modern || !sess.cancel(idKey(relayMember(msg.Params, "requestId"))) {
+		if modern || !sess.cancel(relay.IDKey(relayMember(msg.Params, "requestId"))) {
 			return false
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -240,7 +240,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if sess != nil {
-		defer sess.track(idKey(msg.ID), cancel)()
+		defer sess.track(relay.IDKey(msg.ID), cancel)()
 	}
 	res, err := rl.Relay(ctx, &c)
 	if ctx.Err() != nil && r.Context().Err() != nil {
@@ -342,22 +342,6 @@ func splitMeta(meta []byte) (token json.RawMessage, own json.RawMessage) {
 		own = append(kept, '}')
 	}
 	return token, own
-}
-
-// idKey is a JSON-RPC id as a map key ("s:" strings, "n:" numbers).
-func idKey(id json.RawMessage) string {
-	id = bytes.TrimSpace(id)
-	if len(id) == 0 || string(id) == "null" {
-		return ""
-	}
-	if id[0] == '"' {
-		var s string
-		if json.Unmarshal(id, &s) != nil {
-			return ""
-		}
-		return "s:" + s
-	}
-	return "n:" + string(id)
 }
 
 // takeAnswer routes a client's response to the request proxyd put to it.

@@ -147,6 +147,23 @@ func StringMember(obj []byte, key string) string {
 	return s
 }
 
+// IDKey is a JSON-RPC id as a map key ("s:" strings, "n:" numbers; ""
+// for none, null or a malformed string).
+func IDKey(id []byte) string {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 || string(id) == "null" {
+		return ""
+	}
+	if id[0] == '"' {
+		s, ok := String(id)
+		if !ok {
+			return ""
+		}
+		return "s:" + s
+	}
+	return "n:" + string(id)
+}
+
 // String decodes the JSON string v; ok is false when v is not one. A
 // string without escapes is converted as it is (most names, methods and
 // ids are), anything else is decoded by encoding/json.

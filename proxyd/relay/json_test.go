@@ -97,3 +97,11 @@ func TestString(t *testing.T) {
 		}
 	}
 }
+
+func TestIDKey(t *testing.T) {
+	for in, want := range map[string]string{`"a"`: "s:a", ` "a\u0062" `: "s:ab", `7`: "n:7", `null`: "", ``: "", `"x`: ""} {
+		if got := IDKey([]byte(in)); got != want {
+			t.Errorf("IDKey(%s) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -100,7 +100,7 @@ func limitCause(ctx context.Context, err error) error {
 // null id is (JSON-RPC: the server could not tell the request's id; on
 // the request's own response it can only be this request's).
 func replyFor(got json.RawMessage, id string, isError bool) error {
-	if isError && idKey(got) == "" {
+	if isError && relay.IDKey(got) == "" {
 		return nil
 	}
 	if s, ok := relay.String(bytes.TrimSpace(got)); !ok || s != id {

@@ -404,23 +404,7 @@ func cancelledID(params json.RawMessage) string {
 	if json.Unmarshal(params, &p) != nil {
 		return ""
 	}
-	return idKey(p.ID)
-}
-
-// idKey is a JSON-RPC id as a map key ("s:" strings, "n:" numbers).
-func idKey(id json.RawMessage) string {
-	id = bytes.TrimSpace(id)
-	if len(id) == 0 || string(id) == "null" {
-		return ""
-	}
-	if id[0] == '"' {
-		s, ok := relay.String(id)
-		if !ok {
-			return ""
-		}
-		return "s:" + s
-	}
-	return "n:" + string(id)
+	return relay.IDKey(p.ID)
 }
 
 // answer puts a request of the upstream (sent during exchange x, or nil
@@ -445,7 +429,7 @@ func (c *Conn) answer(x *exchange, id json.RawMessage, method string, params jso
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	key := idKey(id)
+	key := relay.IDKey(id)
 	c.routes.addAsk(key, cancel)
 	defer c.routes.endAsk(key)
 	res, err := h.Ask(ctx, method, params)
