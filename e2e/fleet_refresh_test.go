@@ -141,8 +141,15 @@ func TestFleetRefreshDrill(t *testing.T) {
 			login := func() {
 				var lr api.LoginResult
 				f.reps[0].runJSON(0, &lr, "login", "oidc", "--timeout", "30s")
-				for _, e := range f.reps {
-					e.waitReady("oidc")
+				// Every replica works with the new grant. One whose recent
+				// calls failed on the lost grant reports degraded (its call
+				// window remembers them) until enough calls succeed, so a
+				// call succeeding is the proof, not the state.
+				for i, e := range f.reps {
+					waitFor(t, fmt.Sprintf("replica %d to call with the new grant", i), func() (bool, string) {
+						r := e.run("call", "oidc", "echo", "text=after-login")
+						return r.code == 0, r.String()
+					})
 				}
 			}
 			login()
