@@ -53,7 +53,13 @@ func initClient(t *testing.T, ctx context.Context, c *client.Client) *mcp.Initia
 // callText calls a tool and returns its text content.
 func callText(t *testing.T, ctx context.Context, c *client.Client, name string, args map[string]any) string {
 	t.Helper()
-	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	return callTextMeta(t, ctx, c, name, args, nil)
+}
+
+// callTextMeta is callText with the request's _meta (a progress token).
+func callTextMeta(t *testing.T, ctx context.Context, c *client.Client, name string, args map[string]any, meta *mcp.Meta) string {
+	t.Helper()
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args, Meta: meta}})
 	if err != nil {
 		t.Fatalf("calling %s: %v", name, err)
 	}

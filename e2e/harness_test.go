@@ -284,6 +284,13 @@ func (e *env) metrics() string {
 func (e *env) startProxyd() *proxydProc {
 	e.t.Helper()
 	p := e.spawnProxyd()
+	e.waitAnswering(p)
+	return p
+}
+
+// waitAnswering waits until the started proxyd p answers `mcpx status`.
+func (e *env) waitAnswering(p *proxydProc) {
+	e.t.Helper()
 	e.waitFor("proxyd to answer on its socket", func() (bool, string) {
 		if p.exited() {
 			e.t.Fatalf("proxyd exited before it was ready: %v\nstderr:\n%s", p.err, p.stderr)
@@ -291,13 +298,18 @@ func (e *env) startProxyd() *proxydProc {
 		r := e.run("status", "-o", "json")
 		return r.code == 0, r.String()
 	})
-	return p
 }
 
 // spawnProxyd starts `mcpx proxyd` without waiting for it.
 func (e *env) spawnProxyd() *proxydProc {
 	e.t.Helper()
-	cmd := exec.Command(mcpxBin, append(e.globals(), "proxyd", "--log-level", "debug")...)
+	return e.spawn(exec.Command(mcpxBin, append(e.globals(), "proxyd", "--log-level", "debug")...))
+}
+
+// spawn starts cmd, a proxyd (run directly or through a shell), in the
+// environment's settings, and keeps it for the cleanup.
+func (e *env) spawn(cmd *exec.Cmd) *proxydProc {
+	e.t.Helper()
 	cmd.Env = e.environ()
 	p := &proxydProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr

@@ -24,27 +24,8 @@ import (
 func (e *env) startProxydNofile(nofile int) *proxydProc {
 	e.t.Helper()
 	args := append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), mcpxBin}, e.globals()...)
-	cmd := exec.Command("/bin/sh", append(args, "proxyd", "--log-level", "debug")...)
-	cmd.Env = e.environ()
-	p := &proxydProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		e.t.Fatalf("starting proxyd: %v", err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	e.mu.Lock()
-	e.proxyds = append(e.proxyds, p)
-	e.mu.Unlock()
-	e.waitFor("proxyd to answer on its socket", func() (bool, string) {
-		if p.exited() {
-			e.t.Fatalf("proxyd exited before it was ready: %v\nstderr:\n%s", p.err, p.stderr)
-		}
-		r := e.run("status", "-o", "json")
-		return r.code == 0, r.String()
-	})
+	p := e.spawn(exec.Command("/bin/sh", append(args, "proxyd", "--log-level", "debug")...))
+	e.waitAnswering(p)
 	return p
 }
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,20 +77,7 @@ func runStdioCalls(t *testing.T, ctx context.Context, dial func(p *stdioPeer, op
 	c.OnNotification(p.note)
 	text := func(name string, args map[string]any, meta *mcp.Meta) string {
 		t.Helper()
-		res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: prefix + name, Arguments: args, Meta: meta}})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if res.IsError {
-			t.Fatalf("%s: isError %+v", name, res.Content)
-		}
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
+		return callTextMeta(t, ctx, c, prefix+name, args, meta)
 	}
 	var out stdioOutcome
 	if legacyClient {

@@ -75,20 +75,7 @@ func runEverythingCalls(t *testing.T, ctx context.Context, c *client.Client, p *
 		}
 	})
 	call := func(name string, args map[string]any, meta *mcp.Meta) string {
-		res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: prefix + name, Arguments: args, Meta: meta}})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if res.IsError {
-			t.Fatalf("%s: isError %+v", name, res.Content)
-		}
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
+		return callTextMeta(t, ctx, c, prefix+name, args, meta)
 	}
 	call("trigger-long-running-operation", map[string]any{"duration": 0.4, "steps": 2}, &mcp.Meta{ProgressToken: "e2e-progress"})
 	var out everythingOutcome

@@ -202,24 +202,7 @@ func TestEndpointServesUpstreamTools(t *testing.T) {
 func TestEndpointFastPath(t *testing.T) {
 	_, td := withFixture(t, mcpserver.EraBoth)
 	url, token := endpoint(t, td)
-	post := func(session, body string) (*http.Response, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp, string(b)
-	}
+	post := legacyPost(t, url, token)
 	resp, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if sid == "" {
@@ -304,5 +287,29 @@ func TestEndpointParamHeaders(t *testing.T) {
 	}
 	if n := fx.Executions(mcpserver.ToolRegionEcho); n != 1 {
 		t.Fatalf("upstream executed region_echo %d times, want 1", n)
+	}
+}
+
+// legacyPost returns a function that POSTs one JSON-RPC body to the
+// endpoint as a legacy-era client, in session (none before initialize),
+// and returns the response with its body read.
+func legacyPost(t *testing.T, url, token string) func(session, body string) (*http.Response, string) {
+	return func(session, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
 	}
 }

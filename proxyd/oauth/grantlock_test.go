@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,40 +177,7 @@ func BenchmarkRefreshStormReplicas(b *testing.B) {
 			TokenEndpoint: func(context.Context) (string, error) { return tokenURL, nil }}
 		r.c.Sync(map[string]GrantSource{r.key: r.src})
 		coords := []*Coordinator{r.c, r.process(b, eng, loc), r.process(b, eng, loc)}
-		var wg sync.WaitGroup
-		var slowest atomic.Int64
-		start := make(chan struct{})
-		for _, c := range coords {
-			for range 1000 {
-				wg.Go(func() {
-					<-start
-					t0 := time.Now()
-					if _, err := c.Token(context.Background(), r.key); err != nil {
-						b.Error(err)
-					}
-					d := int64(time.Since(t0))
-					for {
-						cur := slowest.Load()
-						if d <= cur || slowest.CompareAndSwap(cur, d) {
-							break
-						}
-					}
-				})
-			}
-		}
-		b.StartTimer()
-		close(start)
-		wg.Wait()
-		b.StopTimer()
-		if n := r.as.TokenRequests(); n != 1 {
-			b.Fatalf("token requests = %d", n)
-		}
-		if r.as.GrantRevoked(old.RefreshToken) {
-			b.Fatal("grant revoked")
-		}
-		overs = append(overs, time.Duration(slowest.Load()-endpoint.Load()))
+		overs = append(overs, storm(b, r, old, &endpoint, coords...))
 	}
-	slices.Sort(overs)
-	b.ReportMetric(float64(overs[len(overs)/2].Microseconds())/1000, "p50-over-endpoint-ms")
-	b.ReportMetric(float64(overs[len(overs)-1].Microseconds())/1000, "max-over-endpoint-ms")
+	reportOvers(b, overs)
 }

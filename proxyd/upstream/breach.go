@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
+
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -105,6 +107,18 @@ func replyFor(got json.RawMessage, id string, isError bool) error {
 	}
 	if s, ok := relay.String(bytes.TrimSpace(got)); !ok || s != id {
 		return fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, id, got)
+	}
+	return nil
+}
+
+// libraryReplyFor is replyFor for a reply the MCP library's transport
+// decoded.
+func libraryReplyFor(resp *transport.JSONRPCResponse, id string) error {
+	if resp.Error != nil && resp.ID.IsNil() {
+		return nil
+	}
+	if v, ok := resp.ID.Value().(string); !ok || v != id {
+		return fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, id, resp.ID.String())
 	}
 	return nil
 }

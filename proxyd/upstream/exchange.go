@@ -18,7 +18,6 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
@@ -495,8 +494,8 @@ func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *ex
 		}
 		return nil, transport.NewError(err)
 	}
-	if resp.ID.String() != req.ID.String() && !nullIDError(resp) {
-		return nil, fmt.Errorf("%w (sent id %q, got %s)", callerr.ErrWrongID, x.id, resp.ID.String())
+	if err := libraryReplyFor(resp, x.id); err != nil {
+		return nil, err
 	}
 	if resp.Error != nil {
 		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}

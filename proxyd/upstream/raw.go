@@ -16,8 +16,6 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-
-	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 )
 
 // rawIDs numbers the requests mcpx sends itself. String ids keep them apart
@@ -83,9 +81,10 @@ func newWire(cl *client.Client, version string, info mcp.Implementation) (wire, 
 // adds what the library adds to every request (_meta, the Mcp-Method and
 // Mcp-Name headers).
 func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name string, tool *Tool, params json.RawMessage) (json.RawMessage, error) {
+	id := "mcpx-" + strconv.FormatInt(rawIDs.Add(1), 10)
 	req := transport.JSONRPCRequest{
 		JSONRPC: mcp.JSONRPC_VERSION,
-		ID:      mcp.NewRequestId("mcpx-" + strconv.FormatInt(rawIDs.Add(1), 10)),
+		ID:      mcp.NewRequestId(id),
 		Method:  method,
 	}
 	if meta := joinMeta(w.meta, metaFrom(ctx)); meta != nil {
@@ -111,8 +110,8 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 	if err != nil {
 		return nil, transport.NewError(err)
 	}
-	if resp.ID.String() != req.ID.String() && !nullIDError(resp) {
-		return nil, fmt.Errorf("%w (sent id %s, got %s)", callerr.ErrWrongID, req.ID.String(), resp.ID.String())
+	if err := libraryReplyFor(resp, id); err != nil {
+		return nil, err
 	}
 	if resp.Error != nil {
 		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}
@@ -247,10 +246,4 @@ func parseTool(raw json.RawMessage) (Tool, error) {
 	sum := sha256.Sum256(raw)
 	return Tool{Tool: t, Raw: append(json.RawMessage(nil), raw...), Hash: hex.EncodeToString(sum[:8]),
 		ParamHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0}, nil
-}
-
-// nullIDError: an error reply under a null id, which answers the request
-// it came back for (the server could not read the request's id).
-func nullIDError(resp *transport.JSONRPCResponse) bool {
-	return resp.Error != nil && resp.ID.IsNil()
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client/transport"
+
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -214,6 +216,20 @@ func TestReplyFor(t *testing.T) {
 		err := replyFor(json.RawMessage(tc.id), "mcpx-7", tc.isError)
 		if (err == nil) != tc.ok {
 			t.Errorf("replyFor(%s, error=%v): %v, want ok=%v", tc.id, tc.isError, err, tc.ok)
+		}
+		if tc.id == "" {
+			continue // the library's transport has no reply without an id member
+		}
+		msg := `{"jsonrpc":"2.0","id":` + tc.id + `,"result":{}}`
+		if tc.isError {
+			msg = `{"jsonrpc":"2.0","id":` + tc.id + `,"error":{"code":-32000,"message":"x"}}`
+		}
+		var resp transport.JSONRPCResponse
+		if err := json.Unmarshal([]byte(msg), &resp); err != nil {
+			t.Fatal(err)
+		}
+		if err := libraryReplyFor(&resp, "mcpx-7"); (err == nil) != tc.ok {
+			t.Errorf("libraryReplyFor(%s, error=%v): %v, want ok=%v", tc.id, tc.isError, err, tc.ok)
 		}
 	}
 }
