@@ -17,6 +17,8 @@ type workers struct {
 	quit  chan struct{}
 	once  sync.Once
 	idle  atomic.Int32
+	// started counts the goroutines started, to show reuse.
+	started atomic.Int64
 }
 
 // maxIdleWorkers bounds the goroutines kept waiting for a call; a burst
@@ -35,6 +37,7 @@ func (w *workers) run(f func()) {
 	select {
 	case w.tasks <- f:
 	default:
+		w.started.Add(1)
 		go w.loop(f)
 	}
 }
