@@ -58,10 +58,9 @@ var knownProxyFailures = []proxyFailure{
 	// A modern-era client (2026-07-28) through a legacy upstream: what the
 	// legacy era cannot carry.
 	{"legacy", "2026-07-28", "input-required-result-basic-elicitation", inputKeysUnknown},
-	{"legacy", "2026-07-28", "server-stateless", capabilitiesFixedAtInitialize},
 }
 
-// Reasons shared by several entries of knownProxyFailures.
+// Why entries of knownProxyFailures fail.
 const (
 	// The reference server names its input requests ("user_name", which
 	// the suite checks for in inputRequests); speaking the legacy era it
@@ -70,18 +69,6 @@ const (
 	// makes for the modern client. Nothing on the legacy wire carries the
 	// name.
 	inputKeysUnknown = "the input request's key is the server's own choice, which a legacy upstream's elicitation/create does not carry; proxyd names it mcpx-N"
-	// The reference server refuses test_missing_capability with -32021
-	// only on a modern request, from the client capabilities in its _meta:
-	// -32021 does not exist in the legacy era, and speaking it the server
-	// runs the tool, which needs nothing from the client. An upstream can
-	// only show a legacy-era proxy that it needs a capability by asking
-	// for it, and when it asks, proxyd does refuse a modern client that
-	// lacks it with -32021 (input-required-result-capability-check passes).
-	// One legacy upstream session per distinct client capability set would
-	// not change this (the server does not refuse on a session's
-	// capabilities either), at the price of a session, its GET stream,
-	// log level and subscriptions per set.
-	capabilitiesFixedAtInitialize = "the reference server refuses a client lacking sampling (-32021) only in the modern era, from the request's _meta; speaking the legacy era it runs the tool, and never asks for sampling, so nothing reaches proxyd to refuse"
 )
 
 // The suite's extension scenarios (tasks-* for SEP-2663 tasks, and

@@ -214,7 +214,7 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 				p.cancel()
 				r.parked.remove(p)
 				h.stats.addInput(missingMethod(missing), "refused")
-				return nil, &RPCError{Code: CodeMissingCapability, Message: fmt.Sprintf("missing required client capability: %q", missing)}
+				return nil, missingCapability(missing)
 			}
 			if !r.parked.rekey(p) {
 				p.cancel()
@@ -354,6 +354,13 @@ func (p *parked) inputRequired() (json.RawMessage, string) {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 	}{resultInputRequired, reqs})
 	return body, missing
+}
+
+// missingCapability is the modern era's MissingRequiredClientCapabilityError:
+// its data names the capability as a ClientCapabilities object.
+func missingCapability(capability string) *RPCError {
+	data, _ := json.Marshal(map[string]map[string]map[string]any{"requiredCapabilities": {capability: {}}})
+	return &RPCError{Code: CodeMissingCapability, Message: fmt.Sprintf("missing required client capability: %q", capability), Data: data}
 }
 
 // capabilityOf names the client capability behind a request method.

@@ -42,3 +42,18 @@ func TestParkedCallReleasesItsContext(t *testing.T) {
 		t.Error("the upstream call's context is still live after the call")
 	}
 }
+
+// The -32021 refusal names the capability the way the modern era's
+// MissingRequiredClientCapabilityError does: a ClientCapabilities object.
+func TestMissingCapabilityData(t *testing.T) {
+	for _, tc := range []struct{ method, want string }{
+		{MethodSampling, `{"requiredCapabilities":{"sampling":{}}}`},
+		{MethodRoots, `{"requiredCapabilities":{"roots":{}}}`},
+		{MethodElicitation, `{"requiredCapabilities":{"elicitation":{}}}`},
+	} {
+		err := missingCapability(capabilityOf(tc.method))
+		if err.Code != CodeMissingCapability || string(err.Data) != tc.want {
+			t.Errorf("%s: got %d %s, want %d %s", tc.method, err.Code, err.Data, CodeMissingCapability, tc.want)
+		}
+	}
+}
