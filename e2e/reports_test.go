@@ -346,7 +346,9 @@ func TestJUnitSchemaCheckRejects(t *testing.T) {
 	const suite = `<testsuite name="t" package="mcpx probe" id="0" timestamp="2026-01-02T03:04:05" hostname="localhost" tests="1" failures="0" errors="0" time="0.001">` +
 		`<properties/>%s<system-out/><system-err/></testsuite>`
 	const pass = `<testcase name="tcp" classname="t" time="0.001"/>`
-	doc := func(body string) string { return `<?xml version="1.0" encoding="UTF-8"?><testsuites>` + body + `</testsuites>` }
+	doc := func(body string) string {
+		return `<?xml version="1.0" encoding="UTF-8"?><testsuites>` + body + `</testsuites>`
+	}
 	for _, tc := range []struct {
 		name, xml, want string // want: a fragment of libxml2's message; "" means valid
 	}{

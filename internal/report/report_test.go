@@ -43,17 +43,17 @@ var sampleRoot = filepath.FromSlash("/work/repo")
 func sample() Run {
 	return Run{Tool: "mcpx probe", Version: "1.2.3", Root: sampleRoot, Host: "ci-runner",
 		Started: time.Date(2026, 3, 4, 5, 6, 7, 0, time.FixedZone("CET", 3600)), Targets: []Target{
-		{Name: "good", URL: "https://good.test/mcp", Outcome: "ok", Passed: true, DurationMS: 12,
-			Source: &Source{File: filepath.Join(sampleRoot, ".github", "mcp x", "targets.yaml"), Line: 3, Column: 5, EndColumn: 40}, Checks: []Check{
-				{Name: "dns", Status: Pass, DurationMS: 1, Message: "resolved"},
-				{Name: "tls", Status: Warn, DurationMS: 5, Message: "expires in 3 days", Rule: ruleWarn},
-				{Name: "auth", Status: Skip, Message: "not protected"},
+			{Name: "good", URL: "https://good.test/mcp", Outcome: "ok", Passed: true, DurationMS: 12,
+				Source: &Source{File: filepath.Join(sampleRoot, ".github", "mcp x", "targets.yaml"), Line: 3, Column: 5, EndColumn: 40}, Checks: []Check{
+					{Name: "dns", Status: Pass, DurationMS: 1, Message: "resolved"},
+					{Name: "tls", Status: Warn, DurationMS: 5, Message: "expires in 3 days", Rule: ruleWarn},
+					{Name: "auth", Status: Skip, Message: "not protected"},
+				}},
+			{Name: "bad", URL: "https://bad.test/mcp", Outcome: "dns_failure", DurationMS: 2, Checks: []Check{
+				{Name: "dns", Status: Fail, DurationMS: 2, Message: "no such host <x> & \"y\"", Rule: ruleDNS},
+				{Name: "tcp", Status: Skip, Message: "skipped after dns_failure"},
 			}},
-		{Name: "bad", URL: "https://bad.test/mcp", Outcome: "dns_failure", DurationMS: 2, Checks: []Check{
-			{Name: "dns", Status: Fail, DurationMS: 2, Message: "no such host <x> & \"y\"", Rule: ruleDNS},
-			{Name: "tcp", Status: Skip, Message: "skipped after dns_failure"},
-		}},
-	}}
+		}}
 }
 
 func TestSARIFGolden(t *testing.T) {
