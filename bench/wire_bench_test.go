@@ -8,19 +8,21 @@ import (
 	"time"
 )
 
-// wireClock times one client's calls at its socket: each POST from the
-// moment the client library hands the request to the transport until the
-// last byte of its answer is read. The library's own encoding and
+// wireClock times one client's calls at its socket: each exchange from
+// the moment the client library hands the request to the transport until
+// the last byte of its answer is read. The library's own encoding and
 // decoding, which differ by era and are no work of the path under test,
 // stay outside; a path's time on the wire is the hops' and servers' alone.
-// GETs and DELETEs (stream listening, session end) are not timed.
+// An exchange is a POST, or a GET resuming an SSE answer (Last-Event-ID,
+// part of the call it resumes); other GETs (the listening stream) and
+// DELETEs (session end) belong to no call and are not timed.
 //
 // A client is used by one goroutine at a time, so the clock holds the
-// POSTs since the last reset: the ones a single call made.
+// exchanges since the last reset: the ones a single call made.
 type wireClock struct {
-	base  http.RoundTripper
-	total atomic.Int64 // nanoseconds of the finished POSTs since reset
-	posts atomic.Int64 // POSTs finished since reset
+	base      http.RoundTripper
+	total     atomic.Int64 // nanoseconds of the finished exchanges since reset
+	exchanges atomic.Int64 // exchanges finished since reset
 }
 
 // newWireClock wraps the shared default transport, so the clients keep
@@ -28,7 +30,7 @@ type wireClock struct {
 func newWireClock() *wireClock { return &wireClock{base: http.DefaultTransport} }
 
 func (w *wireClock) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost {
+	if req.Method != http.MethodPost && (req.Method != http.MethodGet || req.Header.Get("Last-Event-ID") == "") {
 		return w.base.RoundTrip(req)
 	}
 	t0 := time.Now()
@@ -42,18 +44,19 @@ func (w *wireClock) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (w *wireClock) reset() {
 	w.total.Store(0)
-	w.posts.Store(0)
+	w.exchanges.Store(0)
 }
 
-// took returns the POSTs' summed time since reset and how many there were.
+// took returns the exchanges' summed time since reset and how many there
+// were.
 func (w *wireClock) took() (time.Duration, int) {
-	return time.Duration(w.total.Load()), int(w.posts.Load())
+	return time.Duration(w.total.Load()), int(w.exchanges.Load())
 }
 
-// wireBody stops the clock of its POST at the last read that returned
+// wireBody stops the clock of its exchange at the last read that returned
 // bytes: a JSON answer's decoder, or an SSE answer's reader after the
 // response event, only reach EOF or close after the library decoded, and
-// that time is the client's. The POST is settled at EOF, a read error or
+// that time is the client's. The exchange is settled at EOF, a read error or
 // close, whichever comes first (an SSE answer is read on the library's
 // goroutine and closed on the caller's, hence the lock).
 type wireBody struct {
@@ -86,12 +89,12 @@ func (b *wireBody) Close() error {
 	return err
 }
 
-// settle adds the POST to its clock once; b.mu is held.
+// settle adds the exchange to its clock once; b.mu is held.
 func (b *wireBody) settle() {
 	if b.settled {
 		return
 	}
 	b.settled = true
 	b.clock.total.Add(int64(b.last.Sub(b.t0)))
-	b.clock.posts.Add(1)
+	b.clock.exchanges.Add(1)
 }
