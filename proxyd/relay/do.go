@@ -105,14 +105,18 @@ func action(method string, res json.RawMessage, err error) string {
 // Relayer relays requests; it keeps the calls parked between the rounds
 // of a modern client's multi-round-trip exchange with a legacy upstream.
 type Relayer struct {
-	parked *parkTable
+	parked  *parkTable
+	workers *workers
 }
 
 // New returns a Relayer.
-func New() *Relayer { return &Relayer{parked: newParkTable()} }
+func New() *Relayer { return &Relayer{parked: newParkTable(), workers: newWorkers()} }
 
 // Close ends every parked call.
-func (r *Relayer) Close() { r.parked.closeAll() }
+func (r *Relayer) Close() {
+	r.parked.closeAll()
+	r.workers.close()
+}
 
 // Do relays req to up for peer and returns the result for the client, in
 // the client's era.

@@ -136,14 +136,14 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	// the upstream sends at once has a client to go to.
 	h := &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
 	p.round = h
-	go func() {
+	r.workers.run(func() {
 		defer close(p.done)
 		res, err := up.Relay(cctx, ex)
 		p.res, p.err = res, err
 		// Over: release the deadline's timer and what the context holds
 		// (the client request's values) now, not at the deadline.
 		cancel()
-	}()
+	})
 	return r.run(ctx, p, h)
 }
 
