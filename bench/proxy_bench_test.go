@@ -104,11 +104,19 @@ type path struct {
 	progress bool
 }
 
+// conn is an MCP client session on a path, with the clock on its socket.
+type conn struct {
+	*client.Client
+	wire *wireClock
+}
+
 // dial opens an initialised MCP client session on p.
-func dial(b *testing.B, p path) *client.Client {
+func dial(b *testing.B, p path) conn {
 	b.Helper()
 	ctx := context.Background()
+	wire := newWireClock()
 	tr, err := transport.NewStreamableHTTP(p.url, transport.WithHTTPHeaders(p.headers),
+		transport.WithHTTPBasicClient(&http.Client{Transport: wire}),
 		transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		b.Fatal(err)
@@ -126,45 +134,73 @@ func dial(b *testing.B, p path) *client.Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cl.Close() })
+	c := conn{Client: cl, wire: wire}
 	// Warm the connection and caches.
 	for range 20 {
-		p.call(b, cl)
+		p.call(b, c)
 	}
-	return cl
+	return c
 }
 
-// call calls the path's tool once. A failure is counted, not fatal: the
-// library's server now and then ends an SSE answer without the response
-// (a race in its stream writer), on any path; compare fails the run when
-// more than 1% of a path's calls fail.
-func (p path) call(b *testing.B, cl *client.Client) bool {
+// sample is one call's latency, end to end (around the client library's
+// CallTool) and on the wire (see wireClock).
+type sample struct{ e2e, wire time.Duration }
+
+// call calls the path's tool once and times it. A failure is counted, not
+// fatal: the library's server now and then ends an SSE answer without the
+// response (a race in its stream writer), on any path; compare fails the
+// run when more than 1% of a path's calls fail. So is a call that took
+// other than one exchange (a resumed answer, a retried request): the
+// fixture and proxyd give no event IDs to resume with, nor ask for input,
+// so every call should be one POST, and one that is not is not comparable.
+func (p path) call(b *testing.B, c conn) sample {
+	c.wire.reset()
+	t0 := time.Now()
 	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: map[string]any{"text": "benchmark payload"}}}
 	if p.progress {
 		req.Params.Meta = &mcp.Meta{ProgressToken: "bench"}
 	}
-	res, err := cl.CallTool(context.Background(), req)
+	res, err := c.CallTool(context.Background(), req)
+	e2e := time.Since(t0)
+	wire, exchanges := c.wire.took()
+	if err == nil && exchanges != 1 {
+		err = fmt.Errorf("the call made %d HTTP exchanges, not one", exchanges)
+	}
 	if err != nil || res.IsError {
 		if p.failed.Add(1) == 1 {
 			b.Logf("call of %s on %s: %v", p.tool, p.name, err)
 		}
 	}
-	return true
+	return sample{e2e, wire}
+}
+
+// timings are one path's call latencies, sorted, by both clocks.
+type timings struct{ e2e, wire []time.Duration }
+
+func (t *timings) add(s sample) {
+	t.e2e = append(t.e2e, s.e2e)
+	t.wire = append(t.wire, s.wire)
+}
+
+func (t *timings) sort() {
+	slices.Sort(t.e2e)
+	slices.Sort(t.wire)
 }
 
 // latencies times calls per path over `clients` workers that each call
 // every path in turn, starting from a different one each round: the
 // samples are paired, so a moment of machine noise lands on all paths
 // alike instead of on whichever path was being measured.
-func latencies(b *testing.B, paths []path, clients, calls int) [][]time.Duration {
+func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 	b.Helper()
-	lat := make([][]time.Duration, len(paths))
-	for i := range lat {
-		lat[i] = make([]time.Duration, calls)
+	got := make([][]sample, len(paths))
+	for i := range got {
+		got[i] = make([]sample, calls)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range clients {
-		cls := make([]*client.Client, len(paths))
+		cls := make([]conn, len(paths))
 		for i, p := range paths {
 			cls[i] = dial(b, p)
 		}
@@ -178,18 +214,18 @@ func latencies(b *testing.B, paths []path, clients, calls int) [][]time.Duration
 				}
 				for k := range paths {
 					i := (n + k) % len(paths)
-					t0 := time.Now()
-					if !paths[i].call(b, cls[i]) {
-						return
-					}
-					lat[i][n] = time.Since(t0)
+					got[i][n] = paths[i].call(b, cls[i])
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	for i := range lat {
-		slices.Sort(lat[i])
+	lat := make([]timings, len(paths))
+	for i := range got {
+		for _, s := range got[i] {
+			lat[i].add(s)
+		}
+		lat[i].sort()
 	}
 	return lat
 }
@@ -197,20 +233,20 @@ func latencies(b *testing.B, paths []path, clients, calls int) [][]time.Duration
 // blocks times calls per path in warm sequential blocks: all clients call
 // one path for a block of `calls` calls, then the next path, the paths
 // alternating block by block (and the order rotating each round).
-func blocks(b *testing.B, paths []path, clients, calls, rounds int) [][]time.Duration {
+func blocks(b *testing.B, paths []path, clients, calls, rounds int) []timings {
 	b.Helper()
-	cls := make([][]*client.Client, clients)
+	cls := make([][]conn, clients)
 	for i := range cls {
-		cls[i] = make([]*client.Client, len(paths))
+		cls[i] = make([]conn, len(paths))
 		for k, p := range paths {
 			cls[i][k] = dial(b, p)
 		}
 	}
-	lat := make([][]time.Duration, len(paths))
+	lat := make([]timings, len(paths))
 	for r := range rounds {
 		for k := range paths {
 			i := (k + r) % len(paths)
-			got := make([]time.Duration, calls)
+			got := make([]sample, calls)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			for w := range clients {
@@ -222,20 +258,18 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int) [][]time.Dur
 						if n >= calls {
 							return
 						}
-						t0 := time.Now()
-						if !paths[i].call(b, cls[w][i]) {
-							return
-						}
-						got[n] = time.Since(t0)
+						got[n] = paths[i].call(b, cls[w][i])
 					}
 				}()
 			}
 			wg.Wait()
-			lat[i] = append(lat[i], got...)
+			for _, s := range got {
+				lat[i].add(s)
+			}
 		}
 	}
 	for i := range lat {
-		slices.Sort(lat[i])
+		lat[i].sort()
 	}
 	return lat
 }
@@ -244,7 +278,7 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int) [][]time.Dur
 // returns calls per second.
 func throughput(b *testing.B, p path, clients, calls int) float64 {
 	b.Helper()
-	cls := make([]*client.Client, clients)
+	cls := make([]conn, clients)
 	for i := range cls {
 		cls[i] = dial(b, p)
 	}
@@ -255,7 +289,8 @@ func throughput(b *testing.B, p path, clients, calls int) float64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(calls) && p.call(b, cl) {
+			for next.Add(1) <= int64(calls) {
+				p.call(b, cl)
 			}
 		}()
 	}
@@ -268,28 +303,34 @@ func methodNote() string {
 		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2)
 }
 
+// reportHeader heads the table; the w: rows repeat the paths' latencies
+// on the wire (see wireClock), which have no throughput.
 func reportHeader() string {
-	return fmt.Sprintf("%-14s %-3s %-10s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
-		"p50", "p99", "blk p50", "blk p99", "calls/s", "added p50", "added p99", "blk +p50", "blk +p99", "tput")
+	return "w: rows are timed on the wire: from the request handed to the transport to the last byte of its answer read\n" +
+		fmt.Sprintf("%-14s %-3s %-11s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
+			"p50", "p99", "blk p50", "blk p99", "calls/s", "added p50", "added p99", "blk +p50", "blk +p99", "tput")
 }
 
 // ratios are proxyd's figures over the reverse proxy's: added latency at
-// p50 and p99 by each method, and throughput.
+// p50 and p99 by each method, and throughput (end to end only).
 type ratios struct{ p50, p99, blockP50, blockP99, tput float64 }
+
+// eraRatios are the ratios against one era's baselines by both clocks.
+type eraRatios struct{ e2e, wire ratios }
 
 // verdict is one comparison's ratios: against the direct call and the
 // reverse proxy in the client's era, and (cross-era combinations only)
 // in the upstream's era, where the call proxyd makes is the one the
 // direct and reverse-proxy clients make.
 type verdict struct {
-	client, upstream ratios
+	client, upstream eraRatios
 	cross            bool
 }
 
 // judged are the ratios the targets apply to: the upstream era's when the
 // eras differ (proxyd pays the upstream's era on its side, which the
 // client's-era baselines do not), else the client's.
-func (v verdict) judged() ratios {
+func (v verdict) judged() eraRatios {
 	if v.cross {
 		return v.upstream
 	}
@@ -308,6 +349,25 @@ func addedRatio(d, rp, pd time.Duration) (float64, string) {
 }
 
 func pct(lat []time.Duration, q int) time.Duration { return lat[len(lat)*q/100] }
+
+// quantiles are a path's latency percentiles by each method, on one clock.
+type quantiles struct{ p50, p99, b50, b99 time.Duration }
+
+func quantilesOf(paired, blocks []time.Duration) quantiles {
+	return quantiles{pct(paired, 50), pct(paired, 99), pct(blocks, 50), pct(blocks, 99)}
+}
+
+// addedRatios are proxyd's added-latency ratios over direct path d and
+// reverse proxy rp by each method (throughput left 0), and their text.
+func addedRatios(q []quantiles, d, rp int) (ratios, string) {
+	var r ratios
+	var s [4]string
+	r.p50, s[0] = addedRatio(q[d].p50, q[rp].p50, q[pProxyd].p50)
+	r.p99, s[1] = addedRatio(q[d].p99, q[rp].p99, q[pProxyd].p99)
+	r.blockP50, s[2] = addedRatio(q[d].b50, q[rp].b50, q[pProxyd].b50)
+	r.blockP99, s[3] = addedRatio(q[d].b99, q[rp].b99, q[pProxyd].b99)
+	return r, fmt.Sprintf("paired p50 %s p99 %s, blocks p50 %s p99 %s", s[0], s[1], s[2], s[3])
+}
 
 // The paths of a comparison, by index: the direct call, the reverse proxy
 // and proxyd with the client's era, then (cross-era combinations) the
@@ -337,30 +397,36 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 		}
 	}
 	n := len(paths)
-	p50, p99, b50, b99 := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+	e2e, wire := make([]quantiles, n), make([]quantiles, n)
 	perSec := make([]float64, n)
 	for i := range paths {
-		p50[i], p99[i] = pct(lat[i], 50), pct(lat[i], 99)
-		b50[i], b99[i] = pct(blk[i], 50), pct(blk[i], 99)
+		e2e[i] = quantilesOf(lat[i].e2e, blk[i].e2e)
+		wire[i] = quantilesOf(lat[i].wire, blk[i].wire)
 		slices.Sort(runs[i])
 		perSec[i] = runs[i][len(runs[i])/2]
 	}
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-	// row prints path i with its latency added over direct path d and its
-	// throughput relative to d's.
-	row := func(name string, i, d int) {
-		fmt.Fprintf(report, "%-14s %-3d %-10s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, name,
-			us(p50[i]), us(p99[i]), us(b50[i]), us(b99[i]), perSec[i],
-			us(p50[i]-p50[d]), us(p99[i]-p99[d]), us(b50[i]-b50[d]), us(b99[i]-b99[d]), 100*perSec[i]/perSec[d])
+	// The rows: each path with its latency added over a direct path d.
+	type row struct {
+		name string
+		i, d int
 	}
+	rows := []row{{paths[pDirect].name, pDirect, pDirect}, {paths[pRproxy].name, pRproxy, pDirect}, {paths[pProxyd].name, pProxyd, pDirect}}
 	cross := n > pDirectUp
-	row(paths[pDirect].name, pDirect, pDirect)
-	row(paths[pRproxy].name, pRproxy, pDirect)
-	row(paths[pProxyd].name, pProxyd, pDirect)
 	if cross {
-		row(paths[pDirectUp].name, pDirectUp, pDirectUp)
-		row(paths[pRproxyUp].name, pRproxyUp, pDirectUp)
-		row("proxyd/up", pProxyd, pDirectUp)
+		rows = append(rows, row{paths[pDirectUp].name, pDirectUp, pDirectUp}, row{paths[pRproxyUp].name, pRproxyUp, pDirectUp}, row{"proxyd/up", pProxyd, pDirectUp})
+	}
+	for _, r := range rows {
+		q, d := e2e[r.i], e2e[r.d]
+		fmt.Fprintf(report, "%-14s %-3d %-11s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, r.name,
+			us(q.p50), us(q.p99), us(q.b50), us(q.b99), perSec[r.i],
+			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), 100*perSec[r.i]/perSec[r.d])
+	}
+	for _, r := range rows {
+		q, d := wire[r.i], wire[r.d]
+		fmt.Fprintf(report, "%-14s %-3d %-11s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", label, clients, "w:"+r.name,
+			us(q.p50), us(q.p99), us(q.b50), us(q.b99), "-",
+			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), "-")
 	}
 	for i, p := range paths {
 		total := 2*reps*callsPerRun + blockRounds*blockCalls + 20*clients*n
@@ -371,17 +437,16 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 			}
 		}
 	}
-	side := func(era string, d, rp int) ratios {
-		var r ratios
-		var s [4]string
-		r.p50, s[0] = addedRatio(p50[d], p50[rp], p50[pProxyd])
-		r.p99, s[1] = addedRatio(p99[d], p99[rp], p99[pProxyd])
-		r.blockP50, s[2] = addedRatio(b50[d], b50[rp], b50[pProxyd])
-		r.blockP99, s[3] = addedRatio(b99[d], b99[rp], b99[pProxyd])
-		r.tput = perSec[pProxyd] / perSec[rp]
-		fmt.Fprintf(report, "  => %s era: proxyd added latency vs reverse proxy: paired p50 %s p99 %s, blocks p50 %s p99 %s; throughput %.0f%% of reverse proxy\n",
-			era, s[0], s[1], s[2], s[3], 100*r.tput)
-		fmt.Fprintf(report, "SUMMARY %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.p50, r.p99, r.blockP50, r.blockP99, r.tput)
+	side := func(era string, d, rp int) eraRatios {
+		var r eraRatios
+		var s string
+		r.e2e, s = addedRatios(e2e, d, rp)
+		r.e2e.tput = perSec[pProxyd] / perSec[rp]
+		fmt.Fprintf(report, "  => %s era: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, s, 100*r.e2e.tput)
+		fmt.Fprintf(report, "SUMMARY %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.e2e.p50, r.e2e.p99, r.e2e.blockP50, r.e2e.blockP99, r.e2e.tput)
+		r.wire, s = addedRatios(wire, d, rp)
+		fmt.Fprintf(report, "  => %s era, on the wire: proxyd added latency vs reverse proxy: %s\n", era, s)
+		fmt.Fprintf(report, "SUMMARY-WIRE %s c%d %s %.3f %.3f %.3f %.3f\n", label, clients, era, r.wire.p50, r.wire.p99, r.wire.blockP50, r.wire.blockP99)
 		return r
 	}
 	v := verdict{cross: cross}
@@ -395,14 +460,20 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 }
 
 // reportRatios records the ratios as benchmark metrics: the ones the
-// targets apply to, and in a cross-era combination the client era's too.
+// targets apply to, and in a cross-era combination the client era's too;
+// each end to end and (suffix -wire, no throughput) on the wire.
 func reportRatios(b *testing.B, label string, clients int, v verdict) {
-	metrics := func(suffix string, r ratios) {
-		b.ReportMetric(r.p50, fmt.Sprintf("%s-c%d-p50-ratio%s", label, clients, suffix))
-		b.ReportMetric(r.p99, fmt.Sprintf("%s-c%d-p99-ratio%s", label, clients, suffix))
-		b.ReportMetric(r.blockP50, fmt.Sprintf("%s-c%d-block-p50-ratio%s", label, clients, suffix))
-		b.ReportMetric(r.blockP99, fmt.Sprintf("%s-c%d-block-p99-ratio%s", label, clients, suffix))
-		b.ReportMetric(r.tput, fmt.Sprintf("%s-c%d-tput-ratio%s", label, clients, suffix))
+	metrics := func(suffix string, r eraRatios) {
+		for _, m := range []struct {
+			suffix string
+			r      ratios
+		}{{suffix, r.e2e}, {suffix + "-wire", r.wire}} {
+			b.ReportMetric(m.r.p50, fmt.Sprintf("%s-c%d-p50-ratio%s", label, clients, m.suffix))
+			b.ReportMetric(m.r.p99, fmt.Sprintf("%s-c%d-p99-ratio%s", label, clients, m.suffix))
+			b.ReportMetric(m.r.blockP50, fmt.Sprintf("%s-c%d-block-p50-ratio%s", label, clients, m.suffix))
+			b.ReportMetric(m.r.blockP99, fmt.Sprintf("%s-c%d-block-p99-ratio%s", label, clients, m.suffix))
+		}
+		b.ReportMetric(r.e2e.tput, fmt.Sprintf("%s-c%d-tput-ratio%s", label, clients, suffix))
 	}
 	metrics("", v.judged())
 	if v.cross {
