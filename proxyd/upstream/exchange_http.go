@@ -104,6 +104,10 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	}
 	if header != nil {
 		req.Header = header
+	} else {
+		// Every era's POST names its method (see standardHeaders): set
+		// here, where the method is known, rather than found in the body.
+		req.Header[headerMethod] = []string{x.ex.Method}
 	}
 	c.setHeaders(req.Header, w, sid)
 	req.Header.Set("Content-Type", "application/json")
