@@ -15,46 +15,62 @@ import (
 // the separating comma). ok is false when obj is not an object or has no
 // such member.
 func member(obj []byte, key string) (value []byte, start, end int, ok bool) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return nil, 0, 0, false
-	}
-	i++
-	for {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] == '}' {
-			return nil, 0, 0, false
-		}
-		if obj[i] == ',' {
-			i++
-			continue
-		}
-		if obj[i] != '"' {
-			return nil, 0, 0, false
-		}
-		kStart := i
-		kEnd := skipString(obj, i)
-		if kEnd < 0 {
-			return nil, 0, 0, false
-		}
-		k, ok := keyBytes(obj[kStart:kEnd])
+	for i := openObject(obj); i >= 0; {
+		k, kStart, vStart, vEnd, ok := nextMember(obj, i)
 		if !ok {
-			return nil, 0, 0, false
-		}
-		i = skipSpace(obj, kEnd)
-		if i >= len(obj) || obj[i] != ':' {
-			return nil, 0, 0, false
-		}
-		vStart := skipSpace(obj, i+1)
-		vEnd := skipValue(obj, vStart)
-		if vEnd < 0 {
-			return nil, 0, 0, false
+			break
 		}
 		if string(k) == key {
 			return obj[vStart:vEnd], kStart, vEnd, true
 		}
 		i = vEnd
 	}
+	return nil, 0, 0, false
+}
+
+// openObject is the index after the '{' that opens the JSON object obj,
+// or -1 when obj is not an object.
+func openObject(obj []byte) int {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return -1
+	}
+	return i + 1
+}
+
+// nextMember reads the object member at or after index i (past spaces
+// and a comma): its key (without quotes, decoded if it has escapes), where
+// the member starts and where its value starts and ends. ok is false at
+// the object's end or on malformed input. Nothing is allocated for a key
+// without escapes.
+func nextMember(obj []byte, i int) (key []byte, kStart, vStart, vEnd int, ok bool) {
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) || obj[i] != ',' {
+			break
+		}
+		i++
+	}
+	if i >= len(obj) || obj[i] != '"' {
+		return nil, 0, 0, 0, false
+	}
+	kStart = i
+	kEnd := skipString(obj, i)
+	if kEnd < 0 {
+		return nil, 0, 0, 0, false
+	}
+	if key, ok = keyBytes(obj[kStart:kEnd]); !ok {
+		return nil, 0, 0, 0, false
+	}
+	i = skipSpace(obj, kEnd)
+	if i >= len(obj) || obj[i] != ':' {
+		return nil, 0, 0, 0, false
+	}
+	vStart = skipSpace(obj, i+1)
+	if vEnd = skipValue(obj, vStart); vEnd < 0 {
+		return nil, 0, 0, 0, false
+	}
+	return key, kStart, vStart, vEnd, true
 }
 
 // keyBytes is a quoted key's text: a sub-slice when it has no escapes
@@ -253,39 +269,9 @@ func EachValue(obj []byte, f func(key, value []byte)) {
 }
 
 func each(obj []byte, f func(key, member, value []byte)) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return
-	}
-	i++
-	for {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] == '}' {
-			return
-		}
-		if obj[i] == ',' {
-			i++
-			continue
-		}
-		if obj[i] != '"' {
-			return
-		}
-		kStart := i
-		kEnd := skipString(obj, i)
-		if kEnd < 0 {
-			return
-		}
-		k, ok := keyBytes(obj[kStart:kEnd])
+	for i := openObject(obj); i >= 0; {
+		k, kStart, vStart, vEnd, ok := nextMember(obj, i)
 		if !ok {
-			return
-		}
-		i = skipSpace(obj, kEnd)
-		if i >= len(obj) || obj[i] != ':' {
-			return
-		}
-		vStart := skipSpace(obj, i+1)
-		vEnd := skipValue(obj, vStart)
-		if vEnd < 0 {
 			return
 		}
 		f(k, obj[kStart:vEnd], obj[vStart:vEnd])
