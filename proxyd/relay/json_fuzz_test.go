@@ -68,3 +68,128 @@ func compact(t *testing.T, b []byte) []byte {
 	}
 	return out.Bytes()
 }
+
+// ParseMessage on any bytes: no panic; on a message it accepts, params,
+// result and id are valid JSON; and it reads what encoding/json reads,
+// member by member in order (the last occurrence wins, keys match
+// exactly, a jsonrpc, method or error of the wrong type refuses it).
+func FuzzParseMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
+		`{"jsonrpc":"2.0","id":"mcpx-s-1","result":{"action":"accept"}}`,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no","data":[1]}}`,
+		`{"jsonrpc":"2.0","id":null,"error":null,"method":null}`,
+		`{"method":"tools\/call","jsonrpc":"\u0032.0"}`,
+		`{"method":1}`,
+		`{"method":"a","method":null,"Method":"b"}`,
+		`{"error":{"code":1.5}}`,
+		`[]`,
+		`"x"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseMessage(b)
+		if err == nil {
+			for name, v := range map[string][]byte{"id": m.ID, "params": m.Params, "result": m.Result} {
+				if v != nil && !json.Valid(v) {
+					t.Fatalf("%s %q from %q is not JSON", name, v, b)
+				}
+			}
+		}
+		members, object := decodeMembers(b)
+		if !object {
+			if err == nil {
+				t.Fatalf("%q is no JSON object, but ParseMessage read %+v", b, m)
+			}
+			return
+		}
+		var want Message
+		bad := ""
+		for _, mb := range members {
+			switch mb.key {
+			case "jsonrpc", "method":
+				var s *string
+				if json.Unmarshal(mb.value, &s) != nil {
+					bad = mb.key
+				}
+				str := ""
+				if s != nil {
+					str = *s
+				}
+				if mb.key == "method" {
+					want.Method = str
+				} else {
+					want.JSONRPC = str
+				}
+			case "error":
+				var e *struct {
+					Code    int             `json:"code"`
+					Message string          `json:"message"`
+					Data    json.RawMessage `json:"data"`
+				}
+				if (mb.value[0] != '{' && string(mb.value) != "null") || json.Unmarshal(mb.value, &e) != nil {
+					bad = mb.key
+				}
+				want.Error = nil
+				if e != nil {
+					want.Error = &RPCError{Code: e.Code, Message: e.Message, Data: e.Data}
+				}
+			case "id":
+				want.ID = mb.value
+			case "params":
+				want.Params = mb.value
+			case "result":
+				want.Result = mb.value
+			}
+		}
+		if (bad != "") != (err != nil) {
+			t.Fatalf("ParseMessage(%q): error %v; encoding/json finds a bad member: %q", b, err, bad)
+		}
+		if err != nil {
+			return
+		}
+		if m.JSONRPC != want.JSONRPC || m.Method != want.Method {
+			t.Fatalf("ParseMessage(%q): jsonrpc %q method %q, encoding/json reads %q %q", b, m.JSONRPC, m.Method, want.JSONRPC, want.Method)
+		}
+		for name, pair := range map[string][2][]byte{"id": {m.ID, want.ID}, "params": {m.Params, want.Params}, "result": {m.Result, want.Result}} {
+			if (pair[0] == nil) != (pair[1] == nil) || pair[0] != nil && !bytes.Equal(compact(t, pair[0]), compact(t, pair[1])) {
+				t.Fatalf("ParseMessage(%q): %s %q, encoding/json reads %q", b, name, pair[0], pair[1])
+			}
+		}
+		if (m.Error == nil) != (want.Error == nil) || m.Error != nil && (m.Error.Code != want.Error.Code ||
+			m.Error.Message != want.Error.Message || !bytes.Equal(m.Error.Data, want.Error.Data)) {
+			t.Fatalf("ParseMessage(%q): error %+v, encoding/json reads %+v", b, m.Error, want.Error)
+		}
+	})
+}
+
+type jsonMember struct {
+	key   string
+	value json.RawMessage
+}
+
+// decodeMembers is the members of the JSON object b in order, duplicates
+// included, as encoding/json tokenizes them; false when b is no object.
+func decodeMembers(b []byte) ([]jsonMember, bool) {
+	if !json.Valid(b) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var out []jsonMember
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, false
+		}
+		out = append(out, jsonMember{tok.(string), v})
+	}
+	return out, true
+}

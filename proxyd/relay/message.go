@@ -1,0 +1,155 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Message is one JSON-RPC 2.0 message as a client or an upstream sent it:
+// a request, a notification or a response. ID, Params and Result are the
+// sender's bytes (sub-slices of what was parsed: nothing is copied or
+// decoded), so a relayed message keeps them byte for byte.
+type Message struct {
+	// JSONRPC is the version the message names, "" when absent or null.
+	JSONRPC string
+	// ID is nil when absent and `null` when null (an error response may
+	// carry a null id; a request may not).
+	ID json.RawMessage
+	// Method is "" when absent or null: such a message is a response.
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	// Error is a response's error, nil when absent or null.
+	Error *RPCError
+}
+
+// Why ParseMessage refuses bytes, worded to follow "sent" ("the upstream
+// sent a JSON-RPC batch").
+var (
+	ErrInvalidJSON = errors.New("invalid JSON")
+	ErrBatch       = errors.New("a JSON-RPC batch")
+	// ErrNotMessage is valid JSON that is no JSON-RPC message: not an
+	// object, or a member of the wrong type (the error names it).
+	ErrNotMessage = errors.New("JSON that is not a JSON-RPC message")
+)
+
+// ParseMessage reads one JSON-RPC message. A member is what its last
+// occurrence says (as encoding/json decides duplicates); keys match
+// exactly, as JSON-RPC spells them. A jsonrpc or method that is neither a
+// string nor null makes the message invalid, as it does for the MCP
+// library, which decodes both into strings. Whether the message is
+// acceptable (its jsonrpc version, an id's type) is the caller's policy.
+// The caller must not change b while it uses the message.
+func ParseMessage(b []byte) (Message, error) {
+	if !json.Valid(b) {
+		return Message{}, ErrInvalidJSON
+	}
+	i := openObject(b)
+	if i < 0 {
+		if b[skipSpace(b, 0)] == '[' {
+			return Message{}, ErrBatch
+		}
+		return Message{}, fmt.Errorf("%w: not an object", ErrNotMessage)
+	}
+	var m Message
+	for {
+		key, _, vStart, vEnd, ok := nextMember(b, i)
+		if !ok {
+			return m, nil
+		}
+		i = vEnd
+		v := b[vStart:vEnd]
+		switch string(key) {
+		case "jsonrpc":
+			if m.JSONRPC, ok = stringOrNull(v); !ok {
+				return Message{}, fmt.Errorf("%w: jsonrpc is %s, not a string", ErrNotMessage, kind(v))
+			}
+		case "method":
+			if m.Method, ok = stringOrNull(v); !ok {
+				return Message{}, fmt.Errorf("%w: method is %s, not a string", ErrNotMessage, kind(v))
+			}
+		case "id":
+			m.ID = v
+		case "params":
+			m.Params = v
+		case "result":
+			m.Result = v
+		case "error":
+			if m.Error, ok = errorOrNull(v); !ok {
+				return Message{}, fmt.Errorf("%w: error is not an object with a code and a message", ErrNotMessage)
+			}
+		}
+	}
+}
+
+// stringOrNull decodes v, valid JSON, as a string ("" for null). A string
+// without escapes is not decoded, and a common one is not even copied.
+func stringOrNull(v []byte) (string, bool) {
+	if string(v) == "null" {
+		return "", true
+	}
+	if v[0] != '"' {
+		return "", false
+	}
+	raw := v[1 : len(v)-1]
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		if s, ok := common[string(raw)]; ok {
+			return s, true
+		}
+		return string(raw), true
+	}
+	var s string
+	return s, json.Unmarshal(v, &s) == nil
+}
+
+// common are the strings most messages carry: the version and the
+// methods of the relay's hot path. Others are copied once per message.
+var common = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		"2.0",
+		"tools/call", "prompts/get", "resources/read", "completion/complete",
+		"notifications/progress", "notifications/message", "notifications/cancelled",
+		"sampling/createMessage", "elicitation/create", "roots/list", "ping",
+	} {
+		m[s] = s
+	}
+	return m
+}()
+
+// errorOrNull decodes v, valid JSON, as a JSON-RPC error object.
+func errorOrNull(v []byte) (*RPCError, bool) {
+	if string(v) == "null" {
+		return nil, true
+	}
+	var e struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if v[0] != '{' || json.Unmarshal(v, &e) != nil {
+		return nil, false
+	}
+	return &RPCError{Code: e.Code, Message: e.Message, Data: e.Data}, true
+}
+
+// kind names the type of v, valid JSON, for an error (the value itself
+// is the sender's and stays out of logs).
+func kind(v []byte) string {
+	switch v[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
