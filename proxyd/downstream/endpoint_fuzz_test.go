@@ -9,8 +9,6 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-
-	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 var (
@@ -53,45 +51,4 @@ func FuzzEndpointBody(f *testing.F) {
 			t.Fatalf("200 with a JSON content type and a body that is not JSON: %q", rec.Body.Bytes())
 		}
 	})
-}
-
-// The relay's peek at a client message agrees with encoding/json on
-// what it reads.
-func FuzzParseEnvelope(f *testing.F) {
-	for _, s := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
-		`{"jsonrpc":"2.0","id":"mcpx-s-1","result":{"action":"accept"}}`,
-		`{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}`,
-		`{"method":"tools\/call","jsonrpc":"\u0032.0"}`,
-		`{"method":1}`,
-		`[]`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		msg, ok := parseEnvelope(body)
-		var want envelope
-		if !ok || json.Unmarshal(body, &want) != nil {
-			return
-		}
-		seen := map[string]int{}
-		relay.EachValue(body, func(k, _ []byte) { seen[string(k)]++ })
-		if seen["method"] == 1 && msg.Method != want.Method {
-			t.Fatalf("method %q, encoding/json reads %q from %q", msg.Method, want.Method, body)
-		}
-		if seen["jsonrpc"] == 1 && msg.JSONRPC != want.JSONRPC {
-			t.Fatalf("jsonrpc %q, encoding/json reads %q from %q", msg.JSONRPC, want.JSONRPC, body)
-		}
-		if seen["id"] == 1 && !bytes.Equal(compactJSON(msg.ID), compactJSON(want.ID)) {
-			t.Fatalf("id %s, encoding/json reads %s from %q", msg.ID, want.ID, body)
-		}
-	})
-}
-
-func compactJSON(b []byte) []byte {
-	var out bytes.Buffer
-	if json.Compact(&out, b) != nil {
-		return b
-	}
-	return out.Bytes()
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -50,62 +49,12 @@ const maxRelayBody = 4 << 20
 // Prefix of the ids proxyd gives the requests it puts to clients.
 const askPrefix = "mcpx-s-"
 
-// envelope is a JSON-RPC message from a client.
-type envelope struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
-}
-
-// parseEnvelope reads a client message without decoding its params or
-// result (they stay sub-slices of body); the library reports malformed
-// JSON with its own error.
-func parseEnvelope(body []byte) (envelope, bool) {
-	var msg envelope
-	if !json.Valid(body) {
-		return msg, false
-	}
-	ok := true
-	str := func(v []byte) string {
-		if len(v) < 2 || v[0] != '"' {
-			ok = false
-			return ""
-		}
-		if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
-			return string(v[1 : len(v)-1])
-		}
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			ok = false
-		}
-		return s
-	}
-	relay.EachValue(body, func(key, v []byte) {
-		switch string(key) {
-		case "jsonrpc":
-			msg.JSONRPC = str(v)
-		case "id":
-			msg.ID = v
-		case "method":
-			msg.Method = str(v)
-		case "params":
-			msg.Params = v
-		case "result":
-			msg.Result = v
-		case "error":
-			if json.Unmarshal(v, &msg.Error) != nil {
-				ok = false
-			}
-		}
-	})
-	return msg, ok
+// clientMessage reads a client's JSON-RPC message; false when the relay
+// leaves it to the library, which answers a malformed message, a batch
+// or a version other than 2.0 with its own error.
+func clientMessage(body []byte) (relay.Message, bool) {
+	msg, err := relay.ParseMessage(body)
+	return msg, err == nil && msg.JSONRPC == "2.0"
 }
 
 // relayed are the methods the relay answers itself.
@@ -167,8 +116,8 @@ func readBody(r *http.Request) ([]byte, error) {
 // relayMessage relays the client message body (see relay); false: the
 // library answers it.
 func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client string, rl Relayer, body []byte) bool {
-	msg, ok := parseEnvelope(body)
-	if !ok || msg.JSONRPC != "2.0" {
+	msg, ok := clientMessage(body)
+	if !ok {
 		return false
 	}
 	version := r.Header.Get("Mcp-Protocol-Version")
@@ -266,7 +215,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 // version in header and body, client capabilities, standard headers); a
 // request failing them goes to the library, which answers with the
 // precise error.
-func validModern(r *http.Request, msg envelope, meta []byte, metaVersion, version string) bool {
+func validModern(r *http.Request, msg relay.Message, meta []byte, metaVersion, version string) bool {
 	if r.Header.Get("Last-Event-ID") != "" || metaVersion == "" || metaVersion != version {
 		return false
 	}
@@ -345,14 +294,14 @@ func splitMeta(meta []byte) (token json.RawMessage, own json.RawMessage) {
 }
 
 // takeAnswer routes a client's response to the request proxyd put to it.
-func (s *Server) takeAnswer(w http.ResponseWriter, sess *session, msg envelope) bool {
+func (s *Server) takeAnswer(w http.ResponseWriter, sess *session, msg relay.Message) bool {
 	var id string
 	if json.Unmarshal(msg.ID, &id) != nil || !strings.HasPrefix(id, askPrefix) {
 		return false
 	}
 	a := answer{result: msg.Result}
 	if msg.Error != nil {
-		a = answer{err: &relay.RPCError{Code: msg.Error.Code, Message: msg.Error.Message, Data: msg.Error.Data}}
+		a = answer{err: msg.Error}
 	} else if msg.Result == nil {
 		a = answer{result: json.RawMessage("{}")}
 	}
@@ -370,7 +319,7 @@ type routed struct {
 }
 
 // route finds the upstream a relayed request goes to and maps its names.
-func (s *Server) route(msg envelope) (routed, bool) {
+func (s *Server) route(msg relay.Message) (routed, bool) {
 	t := s.table.Load()
 	if t == nil {
 		return routed{}, false

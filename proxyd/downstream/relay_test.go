@@ -41,3 +41,29 @@ func TestNameOnlyHeaderCheck(t *testing.T) {
 		}
 	}
 }
+
+// The relay takes only JSON-RPC 2.0 messages; the library answers the
+// rest with its own error.
+func TestClientMessage(t *testing.T) {
+	tests := []struct {
+		body, method string
+		ok           bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`, "tools/call", true},
+		{`{"jsonrpc":"2\u002e0","id":1,"method":"tools\/call"}`, "tools/call", true},
+		{`{"jsonrpc":"2.0","id":"mcpx-s-1","method":null,"result":{}}`, "", true}, // a response
+		{`{"jsonrpc":"2.0","id":1,"method":5}`, "", false},
+		{`{"id":1,"method":"tools/call"}`, "", false},
+		{`{"jsonrpc":null,"id":1,"method":"tools/call"}`, "", false},
+		{`{"jsonrpc":"1.0","id":1,"method":"tools/call"}`, "", false},
+		{`{"jsonrpc":2,"id":1,"method":"tools/call"}`, "", false},
+		{`[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`, "", false},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call"`, "", false},
+	}
+	for _, tt := range tests {
+		msg, ok := clientMessage([]byte(tt.body))
+		if ok != tt.ok || ok && msg.Method != tt.method {
+			t.Errorf("clientMessage(%s) = %q, %v; want %q, %v", tt.body, msg.Method, ok, tt.method, tt.ok)
+		}
+	}
+}

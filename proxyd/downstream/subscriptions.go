@@ -82,7 +82,7 @@ func (x *listener) send(method string, params json.RawMessage) {
 }
 
 // subscribe answers a legacy client's resources/subscribe or unsubscribe.
-func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session, msg envelope) bool {
+func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session, msg relay.Message) bool {
 	sub, ok := s.backend.(Subscriber)
 	if !ok {
 		return false
@@ -175,7 +175,7 @@ func (s *Server) endSubscriptions(sess *session) {
 // listen serves a modern client's subscriptions/listen: an acknowledgement
 // naming what was established, then the notifications asked for until the
 // client closes the stream or proxyd stops.
-func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg envelope) bool {
+func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Message) bool {
 	var p struct {
 		Notifications mcp.SubscriptionFilter `json:"notifications"`
 	}
