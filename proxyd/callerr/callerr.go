@@ -18,6 +18,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // Error classes.
@@ -410,7 +412,8 @@ func invalidResponse(in Input) (Classification, bool) {
 	}
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
-	if errors.As(in.Err, &syn) || errors.As(in.Err, &typ) {
+	if errors.As(in.Err, &syn) || errors.As(in.Err, &typ) || errors.Is(in.Err, relay.ErrInvalidJSON) ||
+		errors.Is(in.Err, relay.ErrBatch) || errors.Is(in.Err, relay.ErrNotMessage) {
 		return Classification{Class: ClassJSONRPC, Domain: DomainUpstream, HTTPStatus: non2xx(f.HTTPStatus),
 			Reason: "the upstream's response was not valid JSON-RPC"}, true
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // wrapTransport spells an error the way the MCP client returns a failed send.
@@ -126,6 +128,10 @@ func TestClassify(t *testing.T) {
 		{name: "stdio non-standard code", in: Input{Err: errors.New("custom failure"), Facts: sent, Transport: TransportStdio},
 			class: ClassJSONRPC, domain: DomainUpstream, reasonHint: "code not reported"},
 		{name: "malformed JSON body", in: Input{Err: wrapTransport(fmt.Errorf("failed to decode response: %w", &json.SyntaxError{})), Facts: withStatus(200, "application/json")},
+			class: ClassJSONRPC, domain: DomainUpstream, reasonHint: "not valid JSON-RPC"},
+		{name: "no JSON-RPC message in the body", in: Input{Err: fmt.Errorf("failed to decode response: the upstream sent %w", relay.ErrNotMessage), Facts: withStatus(200, "application/json")},
+			class: ClassJSONRPC, domain: DomainUpstream, reasonHint: "not valid JSON-RPC"},
+		{name: "batch in the body", in: Input{Err: fmt.Errorf("failed to decode response: the upstream sent %w", relay.ErrBatch), Facts: withStatus(200, "application/json")},
 			class: ClassJSONRPC, domain: DomainUpstream, reasonHint: "not valid JSON-RPC"},
 		{name: "truncated JSON body recorded", in: Input{Err: wrapTransport(fmt.Errorf("failed to decode response: %w", io.ErrUnexpectedEOF)),
 			Facts: Facts{Dispatched: true, HTTPStatus: 200, ContentType: "application/json", BodyComplete: true}},
