@@ -27,49 +27,15 @@ import (
 // without any guessing, and the reader holds one event at a time within
 // the server's max_response_bytes.
 
-// message is any JSON-RPC message on a response stream.
-type message struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
-}
-
-// parseMessage reads a JSON-RPC message of the upstream; its id, params
-// and result are sub-slices of b, which the caller must not reuse.
-func parseMessage(b []byte) (message, error) {
-	var m message
-	if !json.Valid(b) {
-		return m, fmt.Errorf("the upstream sent invalid JSON")
+// parseMessage reads a JSON-RPC message of the upstream (any message on
+// a response stream); its id, params and result are sub-slices of b,
+// which the caller must not reuse.
+func parseMessage(b []byte) (relay.Message, error) {
+	m, err := relay.ParseMessage(b)
+	if err != nil {
+		return m, fmt.Errorf("the upstream sent %w", err)
 	}
-	var err error
-	relay.EachValue(b, func(key, v []byte) {
-		switch string(key) {
-		case "id":
-			m.ID = v
-		case "method":
-			err = json.Unmarshal(v, &m.Method)
-		case "params":
-			m.Params = v
-		case "result":
-			m.Result = v
-		case "error":
-			err = json.Unmarshal(v, &m.Error)
-		}
-	})
-	if err == nil && bytes.HasPrefix(bytes.TrimSpace(b), []byte("[")) {
-		err = fmt.Errorf("the upstream sent a JSON-RPC batch")
-	}
-	return m, err
-}
-
-func (m *message) rpcError() *RPCError {
-	return &RPCError{Code: m.Error.Code, Message: m.Error.Message, Data: m.Error.Data}
+	return m, nil
 }
 
 // sseResumes bounds how often one response stream is resumed (SEP-1699:
@@ -138,7 +104,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
 			return nil, err
 		}
-		return m.outcome()
+		return outcome(m)
 	case "text/event-stream":
 		res, err := c.readStream(ctx, cl, w, hc, x, resp.Body, sid)
 		if err != nil && ctx.Err() != nil {
@@ -151,9 +117,9 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 }
 
 // outcome is a response message's result or error.
-func (m *message) outcome() (json.RawMessage, error) {
+func outcome(m relay.Message) (json.RawMessage, error) {
 	if m.Error != nil {
-		return nil, m.rpcError()
+		return nil, m.Error
 	}
 	if m.Result == nil {
 		return nil, fmt.Errorf("the upstream's response has neither result nor error")
@@ -214,9 +180,8 @@ func (c *Conn) statusError(resp *http.Response, w wire, sid string) error {
 		return fmt.Errorf("failed to send request: %w", transport.ErrSessionTerminated)
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var m message
-	if json.Unmarshal(b, &m) == nil && m.Error != nil {
-		return m.rpcError()
+	if m, err := relay.ParseMessage(b); err == nil && m.Error != nil {
+		return m.Error
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		// Without a session a 404 is a wrong endpoint (or, in the modern
@@ -271,7 +236,7 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
 					return nil, err
 				}
-				return m.outcome()
+				return outcome(m)
 			}
 		}
 		// The stream ended without the response. A legacy server may do so
