@@ -29,29 +29,7 @@ func withFixture(t *testing.T, era mcpserver.Era) (*mcpserver.Server, *testDaemo
 	t.Cleanup(func() { fx.Close() })
 	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: fx\n    url: "+fx.URL()+"\n")
 	waitReady(t, td, "fx")
-	waitListed(t, td, "fx__echo")
 	return fx, td
-}
-
-// waitListed waits until the endpoint lists tool: the downstream catches
-// up with a server that became ready just after.
-func waitListed(t *testing.T, td *testDaemon, tool string) {
-	t.Helper()
-	cl := dialEndpoint(t, td, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	waitfor.True(t, 20*time.Second, tool+" to be listed", func() bool {
-		res, err := cl.ListTools(ctx, mcp.ListToolsRequest{})
-		if err != nil {
-			t.Fatalf("listing tools: %v", err)
-		}
-		for _, tl := range res.Tools {
-			if tl.Name == tool {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 // dialEndpoint opens an initialised MCP client session on proxyd's
@@ -81,6 +59,7 @@ func dialEndpoint(t *testing.T, td *testDaemon, headers map[string]string, opts 
 	return cl
 }
 
+// waitReady waits until status calls server ready: the endpoint lists it.
 func waitReady(t testing.TB, td *testDaemon, server string) {
 	t.Helper()
 	waitfor.Cond(t, 20*time.Second, "server "+server+" to be ready", func() (bool, string) {

@@ -52,6 +52,10 @@ type Options struct {
 	// Replica names this proxyd among those sharing one state database
 	// (default: the host name).
 	Replica string
+
+	// Tests' hooks: beforeSync runs before each publish of the endpoint's
+	// lists, awaitingList when a status waits for one.
+	beforeSync, awaitingList func()
 }
 
 // TokenFile is the name of the downstream bearer token file in the state dir.
@@ -91,6 +95,8 @@ type Daemon struct {
 	shutOnce    sync.Once
 
 	syncTick chan struct{}
+	// listings is what the endpoint has published: status waits for it.
+	listings *listings
 
 	// secrets are the config's credentials, kept out of every log line
 	// and every text proxyd shows or stores.
@@ -112,7 +118,7 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Replica == "" {
 		opts.Replica = replica.DefaultID()
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1), beatTick: make(chan struct{}, 1)}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), shutdown: make(chan struct{}), syncTick: make(chan struct{}, 1), listings: newListings(), beatTick: make(chan struct{}, 1)}
 
 	cfg, err := config.Load(opts.ConfigPath)
 	if err != nil {
@@ -306,23 +312,32 @@ func (d *Daemon) requestShutdown() {
 
 // requestSync coalesces list changes into one downstream Sync.
 func (d *Daemon) requestSync() {
+	tick(d.syncTick)
+	tick(d.beatTick)
+}
+
+// tick wakes a loop without blocking: a pending tick covers this one.
+func tick(ch chan<- struct{}) {
 	select {
-	case d.syncTick <- struct{}{}:
-	default:
-	}
-	select {
-	case d.beatTick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
+// syncLoop publishes the upstreams' lists on the endpoint, and records
+// the state generations each publish covers (see listings).
 func (d *Daemon) syncLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.syncTick:
+			if d.opts.beforeSync != nil {
+				d.opts.beforeSync()
+			}
+			gens := generations(d.mgr.List())
 			d.down.Sync()
+			d.listings.publish(gens)
 		}
 	}
 }

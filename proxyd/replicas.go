@@ -25,7 +25,7 @@ func (d *Daemon) replicaLoop(ctx context.Context) {
 	publish := func() {
 		bctx, cancel := context.WithTimeout(ctx, replica.Heartbeat)
 		defer cancel()
-		if err := d.replicas.Beat(bctx, d.status().Servers); err != nil && ctx.Err() == nil {
+		if err := d.replicas.Beat(bctx, d.status(bctx).Servers); err != nil && ctx.Err() == nil {
 			d.log.Warn("replica heartbeat", "err", redact.Text(err.Error()))
 		}
 	}
@@ -110,6 +110,7 @@ func (d *Daemon) followSignIns(ctx context.Context, suspect map[string]int64) ma
 // live, the others as last published.
 func (d *Daemon) replicaServers(ctx context.Context) []api.ServerStatus {
 	out := []api.ServerStatus{}
+	d.awaitListed(ctx)
 	for _, c := range d.mgr.List() {
 		st := d.serverStatus(c)
 		st.Replica = d.replicas.ID()

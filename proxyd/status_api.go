@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"slices"
@@ -12,7 +13,10 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
 
-func (d *Daemon) status() api.Status {
+// status answers once the endpoint has published the servers that are
+// ready (see awaitListed).
+func (d *Daemon) status(ctx context.Context) api.Status {
+	d.awaitListed(ctx)
 	s := api.Status{
 		Version:       d.opts.Version,
 		PID:           os.Getpid(),
@@ -41,6 +45,7 @@ func (d *Daemon) status() api.Status {
 
 func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 	st := c.Status()
+	d.readyIfListed(c, &st)
 	st.LastError = d.secrets.text(errtext.Dedupe(st.LastError))
 	// The endpoint's naming as of its last sync: working it out again would
 	// cost in proportion to every server's tools, on every status.
@@ -55,7 +60,7 @@ func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 }
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, d.status())
+	return writeJSON(w, d.status(r.Context()))
 }
 
 func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {

@@ -81,7 +81,6 @@ func TestTracesReachOTLPReceiver(t *testing.T) {
 	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: fx\n    url: "+srv.URL+"/mcp\n    timeout: 500ms\n",
 		func(o *Options) { o.Replica = "otel-r1" })
 	waitReady(t, td, "fx")
-	waitListed(t, td, "fx__echo")
 	url, token := endpoint(t, td)
 
 	post := legacyPost(t, url, token)

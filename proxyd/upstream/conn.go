@@ -65,6 +65,7 @@ type Conn struct {
 	mu         sync.RWMutex
 	hdrs       map[string]string // the configured headers, references resolved
 	state      api.State
+	stateGen   uint64 // counts changes of state (see Generation)
 	lastErr    string
 	since      time.Time
 	nextRetry  time.Time
@@ -149,6 +150,7 @@ func (c *Conn) setState(state api.State, lastErr string) {
 	c.mu.Lock()
 	if c.state != state {
 		c.since = c.opts.now()
+		c.stateGen++
 	}
 	c.state, c.lastErr = state, lastErr
 	c.mu.Unlock()

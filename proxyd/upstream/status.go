@@ -43,6 +43,15 @@ func (c *Conn) Status() api.ServerStatus {
 	return s
 }
 
+// Generation counts the server's changes of state. A reader that saw a
+// state and then reads the generation knows a publish of the server taken
+// at that generation or later reflects at least that state.
+func (c *Conn) Generation() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.stateGen
+}
+
 func (c *Conn) target() string {
 	if c.cfg.EffectiveTransport() == config.TransportStdio {
 		return redact.Text(strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " "))
