@@ -143,13 +143,19 @@ func dial(b *testing.B, p path) conn {
 }
 
 // sample is one call's latency, end to end (around the client library's
-// CallTool) and on the wire (see wireClock).
-type sample struct{ e2e, wire time.Duration }
+// CallTool) and on the wire (see wireClock); ok: the call succeeded.
+type sample struct {
+	e2e, wire time.Duration
+	ok        bool
+}
 
 // call calls the path's tool once and times it. A failure is counted, not
-// fatal: the library's server now and then ends an SSE answer without the
-// response (a race in its stream writer), on any path; compare fails the
-// run when more than 1% of a path's calls fail. So is a call that took
+// fatal, and its latency is left out: an SSE answer of the library's
+// server carried by the reverse proxy now and then ends without the
+// response (about one call in a hundred; the client reports "unexpected
+// nil response"), which is the baseline's defect, not the time of a call.
+// compare fails the run when proxyd loses more than 1% of its calls or a
+// baseline path more than 5%. So is a call that took
 // other than one exchange (a resumed answer, a retried request): the
 // fixture and proxyd give no event IDs to resume with, nor ask for input,
 // so every call should be one POST, and one that is not is not comparable.
@@ -170,14 +176,19 @@ func (p path) call(b *testing.B, c conn) sample {
 		if p.failed.Add(1) == 1 {
 			b.Logf("call of %s on %s: %v", p.tool, p.name, err)
 		}
+		return sample{}
 	}
-	return sample{e2e, wire}
+	return sample{e2e, wire, true}
 }
 
 // timings are one path's call latencies, sorted, by both clocks.
 type timings struct{ e2e, wire []time.Duration }
 
+// add takes the sample of a call that succeeded.
 func (t *timings) add(s sample) {
+	if !s.ok {
+		return
+	}
 	t.e2e = append(t.e2e, s.e2e)
 	t.wire = append(t.wire, s.wire)
 }
@@ -348,7 +359,12 @@ func addedRatio(d, rp, pd time.Duration) (float64, string) {
 	return r, fmt.Sprintf("%.2fx", r)
 }
 
-func pct(lat []time.Duration, q int) time.Duration { return lat[len(lat)*q/100] }
+func pct(lat []time.Duration, q int) time.Duration {
+	if len(lat) == 0 {
+		return 0 // every call failed; compare fails the run
+	}
+	return lat[len(lat)*q/100]
+}
 
 // quantiles are a path's latency percentiles by each method, on one clock.
 type quantiles struct{ p50, p99, b50, b99 time.Duration }
@@ -432,7 +448,7 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 		total := 2*reps*callsPerRun + blockRounds*blockCalls + 20*clients*n
 		if n := p.failed.Load(); n > 0 {
 			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, n, total)
-			if n*100 > int64(total) {
+			if limit := int64(total) / 20; i == pProxyd && n*100 > int64(total) || n > limit {
 				b.Errorf("%s %s: %d of about %d calls failed", label, paths[i].name, n, total)
 			}
 		}
