@@ -32,6 +32,9 @@ type relayUpstream struct {
 	mu        sync.Mutex
 	started   int
 	cancelled int
+	// gate holds the gated tool after its progress notification until the
+	// test closes it.
+	gate chan struct{}
 	// rootsAsked and rootsChanged are the upstream sessions that asked
 	// for roots and that heard notifications/roots/list_changed.
 	rootsAsked, rootsChanged []string
@@ -76,6 +79,20 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 		// real tools look like and keeps that race out of this test.
 		time.Sleep(20 * time.Millisecond)
 		return mcp.NewToolResultText("done"), nil
+	})
+	s.AddTool(mcp.NewTool("gated", mcp.WithReadOnlyHintAnnotation(true)), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		u.mu.Lock()
+		gate := u.gate
+		u.mu.Unlock()
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/progress", map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "total": 2})
+		}
+		select {
+		case <-gate:
+			return mcp.NewToolResultText("released"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	})
 	s.AddTool(mcp.NewTool("ask"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if r := server.ElicitationResponse(req.Params.InputResponses, "who"); r != nil {
@@ -342,6 +359,45 @@ func TestRelayEveryEra(t *testing.T) {
 				}
 				if msgs := c.notifications("notifications/message"); len(msgs) != 1 {
 					t.Errorf("%d log messages, want 1", len(msgs))
+				}
+			})
+			// A notification is not held back for the result (proxyd sends
+			// one with what follows when both are in hand): the gated tool
+			// answers only once its client has heard its progress.
+			t.Run("progress before the call ends", func(t *testing.T) {
+				gate := make(chan struct{})
+				up.mu.Lock()
+				up.gate = gate
+				up.mu.Unlock()
+				token := "gate-" + era.name
+				heard := func() bool {
+					for _, n := range c.notifications("notifications/progress") {
+						if n.Params.AdditionalFields["progressToken"] == token {
+							return true
+						}
+					}
+					return false
+				}
+				type outcome struct {
+					res *mcp.CallToolResult
+					err error
+				}
+				done := make(chan outcome, 1)
+				go func() {
+					res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: srv + "__gated", Meta: &mcp.Meta{ProgressToken: token}}})
+					done <- outcome{res, err}
+				}()
+				released := false
+				defer func() {
+					if !released {
+						close(gate) // let the call end even when the test failed
+					}
+				}()
+				waitfor.True(t, 10*time.Second, "the progress notification to reach the client while the call runs", heard)
+				close(gate)
+				released = true
+				if o := <-done; o.err != nil || toolText(t, o.res) != "released" {
+					t.Fatalf("call: %v %+v", o.err, o.res)
 				}
 			})
 			t.Run("elicitation", func(t *testing.T) {

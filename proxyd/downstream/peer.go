@@ -28,6 +28,7 @@ type httpPeer struct {
 	mu    sync.Mutex
 	sse   bool
 	ended bool
+	held  bool // events written but not yet pushed to the client
 }
 
 func (p *httpPeer) Modern() bool     { return p.modern }
@@ -44,7 +45,24 @@ func levelOf(l string) int {
 	return -1
 }
 
-func (p *httpPeer) Notify(method string, params json.RawMessage) {
+func (p *httpPeer) Notify(method string, params json.RawMessage) { p.notify(method, params, true) }
+
+// NotifyHeld writes the notification without pushing it to the client:
+// what comes next (the result, above all) goes out with it in one write
+// instead of two (see relay.HeldNotifier).
+func (p *httpPeer) NotifyHeld(method string, params json.RawMessage) { p.notify(method, params, false) }
+
+// Flush pushes the notifications written and held.
+func (p *httpPeer) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held && !p.ended {
+		flush(p.w)
+	}
+	p.held = false
+}
+
+func (p *httpPeer) notify(method string, params json.RawMessage, push bool) {
 	if method == relay.MethodMessage {
 		if p.modern && p.level < 0 {
 			return // a modern request that asked for no log messages gets none
@@ -53,7 +71,7 @@ func (p *httpPeer) Notify(method string, params json.RawMessage) {
 			return
 		}
 	}
-	p.event(notification(method, params))
+	p.event(notification(method, params), push)
 }
 
 // notification encodes a JSON-RPC notification.
@@ -105,7 +123,7 @@ func (p *httpPeer) Ask(ctx context.Context, method string, params json.RawMessag
 			p.s.urlElicitations.note(eid, p.sess.id)
 		}
 	}
-	if !p.event(msg) {
+	if !p.event(msg, true) {
 		return nil, errStreamEnded
 	}
 	select {
@@ -117,22 +135,33 @@ func (p *httpPeer) Ask(ctx context.Context, method string, params json.RawMessag
 	case <-ctx.Done():
 		// Tell the client the request is void.
 		b, _ := json.Marshal(map[string]string{"requestId": id, "reason": "the upstream no longer waits for the answer"})
-		p.event(notification(relay.MethodCancelled, b))
+		p.event(notification(relay.MethodCancelled, b), true)
 		return nil, ctx.Err()
 	}
 }
 
 // event writes one message as an SSE event, switching the response to SSE
-// first; false once the response has been written.
-func (p *httpPeer) event(msg []byte) bool {
+// first, and pushes it (and any held before it) to the client unless told
+// to hold it; false once the response has been written.
+func (p *httpPeer) event(msg []byte, push bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended {
 		return false
 	}
 	p.startSSE()
-	writeEvent(p.w, msg)
+	writeLastEvent(p.w, msg)
+	if push {
+		flush(p.w)
+	}
+	p.held = !push
 	return true
+}
+
+func flush(w http.ResponseWriter) {
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (p *httpPeer) startSSE() {
@@ -147,16 +176,9 @@ func (p *httpPeer) startSSE() {
 	p.w.WriteHeader(http.StatusOK)
 }
 
-func writeEvent(w http.ResponseWriter, msg []byte) {
-	writeLastEvent(w, msg)
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// writeLastEvent writes msg as the stream's last event, unflushed: the
-// server sends it with the stream's end when the handler returns, in one
-// write instead of two.
+// writeLastEvent writes msg as an event, unflushed: the stream's last
+// event leaves with its end when the handler returns, in one write
+// instead of two.
 func writeLastEvent(w http.ResponseWriter, msg []byte) {
 	buf := make([]byte, 0, len(msg)+24)
 	buf = append(buf, "event: message\ndata: "...)

@@ -78,7 +78,7 @@ func (x *listener) send(method string, params json.RawMessage) {
 		meta = []byte("{}")
 	}
 	meta = relay.WithMember(meta, mcp.MetaKeySubscriptionID, x.id)
-	x.peer.event(notification(method, relay.WithMember(params, "_meta", meta)))
+	x.peer.event(notification(method, relay.WithMember(params, "_meta", meta)), true)
 }
 
 // subscribe answers a legacy client's resources/subscribe or unsubscribe.

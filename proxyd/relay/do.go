@@ -295,7 +295,20 @@ type handler struct {
 	stats *Stats
 }
 
-func (h *handler) Notify(method string, params json.RawMessage) {
+func (h *handler) Notify(method string, params json.RawMessage) { h.notify(method, params, false) }
+
+// NotifyHeld is Notify for a notification that may wait for what follows
+// (see HeldNotifier).
+func (h *handler) NotifyHeld(method string, params json.RawMessage) { h.notify(method, params, true) }
+
+// Flush sends the notifications held for the client.
+func (h *handler) Flush() {
+	if hn, ok := h.peer.(HeldNotifier); ok {
+		hn.Flush()
+	}
+}
+
+func (h *handler) notify(method string, params json.RawMessage, held bool) {
 	switch method {
 	case MethodProgress:
 		if h.token == nil {
@@ -307,6 +320,10 @@ func (h *handler) Notify(method string, params json.RawMessage) {
 		if h.peer.Modern() {
 			return // not a notification of the modern era: its retry is the news
 		}
+	}
+	if hn, ok := h.peer.(HeldNotifier); ok && held {
+		hn.NotifyHeld(method, params)
+		return
 	}
 	h.peer.Notify(method, params)
 }

@@ -394,12 +394,30 @@ func (p *parked) signal() {
 // Notify passes the upstream's notification to the client's current
 // round; while parked there is nobody to pass it to.
 func (p *parked) Notify(method string, params json.RawMessage) {
-	p.mu.Lock()
-	h := p.round
-	p.mu.Unlock()
-	if h != nil {
+	if h := p.current(); h != nil {
 		h.Notify(method, params)
 	}
+}
+
+// NotifyHeld is Notify for a notification that may wait for what follows
+// (see HeldNotifier).
+func (p *parked) NotifyHeld(method string, params json.RawMessage) {
+	if h := p.current(); h != nil {
+		h.NotifyHeld(method, params)
+	}
+}
+
+// Flush sends the notifications held for the current round's client.
+func (p *parked) Flush() {
+	if h := p.current(); h != nil {
+		h.Flush()
+	}
+}
+
+func (p *parked) current() *handler {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.round
 }
 
 // Attended: a client round is attached (the client waits on its request).

@@ -54,6 +54,16 @@ type Handler interface {
 	Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
+// HeldNotifier is implemented by handlers and peers that can take a
+// notification without sending it at once. The caller has more of the
+// upstream's answer in hand: what it passes on next (another notification,
+// a request, the result) goes out with it in one write, or the caller
+// calls Flush before it waits for the upstream again.
+type HeldNotifier interface {
+	NotifyHeld(method string, params json.RawMessage)
+	Flush()
+}
+
 // Attender is implemented by handlers whose client may be away for a
 // while (a call parked between a modern client's rounds): the upstream
 // connection prefers an attended call when it must guess which call a

@@ -71,6 +71,34 @@ func (x *exchange) notify(method string, params json.RawMessage) bool {
 	return true
 }
 
+// notifyHeld is notify for a notification read from the call's own
+// stream with more of the stream in hand: a client side that can hold it
+// sends it with what follows (see relay.HeldNotifier). True when held,
+// for the reader to flush it before it waits for the upstream.
+func (x *exchange) notifyHeld(method string, params json.RawMessage) bool {
+	x.notifyMu.Lock()
+	defer x.notifyMu.Unlock()
+	if x.ended || x.ex.Handler == nil {
+		return false
+	}
+	hn, ok := x.ex.Handler.(relay.HeldNotifier)
+	if !ok {
+		x.ex.Handler.Notify(method, params)
+		return false
+	}
+	hn.NotifyHeld(method, params)
+	return true
+}
+
+// flush sends the notifications held for the call's client.
+func (x *exchange) flush() {
+	x.notifyMu.Lock()
+	defer x.notifyMu.Unlock()
+	if hn, ok := x.ex.Handler.(relay.HeldNotifier); ok && !x.ended {
+		hn.Flush()
+	}
+}
+
 // end stops notifications for the call, after any being passed on.
 func (x *exchange) end() {
 	x.notifyMu.Lock()
@@ -361,24 +389,39 @@ func (x *exchange) params(w wire) json.RawMessage {
 // deliver hands a notification that arrived on an exchange's own stream
 // to its client.
 func (c *Conn) deliver(x *exchange, method string, params json.RawMessage) {
+	if x = c.recipient(x, method, params); x != nil {
+		x.notify(method, params)
+	}
+}
+
+// deliverHeld is deliver for a notification read from x's own stream with
+// more of it in hand; it returns the exchange that holds it unsent (nil
+// when none does), to be flushed before the reader waits.
+func (c *Conn) deliverHeld(x *exchange, method string, params json.RawMessage) *exchange {
+	if x = c.recipient(x, method, params); x != nil && x.notifyHeld(method, params) {
+		return x
+	}
+	return nil
+}
+
+// recipient is the exchange a notification read during x goes to: x, the
+// call a progress token names, or none (a cancellation of one of the
+// upstream's requests is acted on here).
+func (c *Conn) recipient(x *exchange, method string, params json.RawMessage) *exchange {
 	switch method {
 	case string(mcp.MethodNotificationCancelled):
 		// The upstream gave up a request it sent the client.
 		if id := cancelledID(params); id != "" {
 			c.routes.cancelAsk(id)
 		}
-		return
+		return nil
 	case string(mcp.MethodNotificationProgress):
 		if t := progressToken(params); t != "" && t != x.token {
 			// Another call's progress on this stream: route it by token.
-			if other := c.routes.byToken(t); other != nil {
-				x = other
-			} else {
-				return
-			}
+			return c.routes.byToken(t)
 		}
 	}
-	x.notify(method, params)
+	return x
 }
 
 // progressToken reads a progress notification's token as proxyd issued

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -197,8 +198,21 @@ func (c *Conn) statusError(resp *http.Response, w wire, sid string) error {
 func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, body io.ReadCloser, sid string) (json.RawMessage, error) {
 	max := c.cfg.ResponseLimit()
 	lastID, retry := "", time.Duration(0)
+	// A notification read with more of the stream in hand is held by the
+	// client side, to leave with what follows in one write (the result,
+	// mostly); held ones are flushed before the reader waits for the
+	// upstream and on the way out, but for x's own when its result follows.
+	var held []*exchange
+	flush := func() {
+		for _, h := range held {
+			h.flush()
+		}
+		held = held[:0]
+	}
+	defer func() { flush() }()
 	for resumes := 0; ; resumes++ {
 		r := newSSEReader(body, max)
+		r.idle = flush
 		for {
 			ev, err := r.next()
 			if ev.hasID {
@@ -231,14 +245,18 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 					c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
 				}()
 			case m.Method != "":
-				c.deliver(x, m.Method, m.Params)
+				if h := c.deliverHeld(x, m.Method, m.Params); h != nil && !slices.Contains(held, h) {
+					held = append(held, h)
+				}
 			case len(m.ID) > 0:
 				if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
 					return nil, err
 				}
+				held = slices.DeleteFunc(held, func(h *exchange) bool { return h == x })
 				return outcome(m)
 			}
 		}
+		flush()
 		// The stream ended without the response. A legacy server may do so
 		// on purpose once it has sent an event id, for the client to poll.
 		if lastID == "" || w.modern() || resumes >= sseResumes || ctx.Err() != nil {

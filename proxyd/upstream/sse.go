@@ -24,6 +24,9 @@ type sseReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte
+	// idle, when set, runs before a read that may wait for the upstream
+	// (no whole line is in hand).
+	idle func()
 }
 
 func newSSEReader(body io.Reader, max int64) *sseReader {
@@ -91,6 +94,11 @@ func (s *sseReader) next() (sseEvent, error) {
 
 // line reads one line without its end (LF, CRLF or CR-less), bounded by max.
 func (s *sseReader) line() ([]byte, error) {
+	if s.idle != nil {
+		if b, _ := s.r.Peek(s.r.Buffered()); bytes.IndexByte(b, '\n') < 0 {
+			s.idle()
+		}
+	}
 	line, err := s.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		// A long line: collect it, within the bound.
