@@ -72,9 +72,9 @@ func (x *exchange) notify(method string, params json.RawMessage) bool {
 }
 
 // notifyHeld is notify for a notification read from the call's own
-// stream with more of the stream in hand: a client side that can hold it
-// sends it with what follows (see relay.HeldNotifier). True when held,
-// for the reader to flush it before it waits for the upstream.
+// stream: a client side that can hold it sends it with what follows (see
+// relay.HeldNotifier). True when held, for the reader to flush it before
+// it waits for the upstream.
 func (x *exchange) notifyHeld(method string, params json.RawMessage) bool {
 	x.notifyMu.Lock()
 	defer x.notifyMu.Unlock()
@@ -386,17 +386,10 @@ func (x *exchange) params(w wire) json.RawMessage {
 	return withMeta(x.ex.Params, append(meta, '}'))
 }
 
-// deliver hands a notification that arrived on an exchange's own stream
-// to its client.
-func (c *Conn) deliver(x *exchange, method string, params json.RawMessage) {
-	if x = c.recipient(x, method, params); x != nil {
-		x.notify(method, params)
-	}
-}
-
-// deliverHeld is deliver for a notification read from x's own stream with
-// more of it in hand; it returns the exchange that holds it unsent (nil
-// when none does), to be flushed before the reader waits.
+// deliverHeld passes a notification read from x's own stream to the call
+// it belongs to (see recipient), held by that call's client side until
+// what follows is written or the reader flushes; it returns the exchange
+// that holds it (nil when none does).
 func (c *Conn) deliverHeld(x *exchange, method string, params json.RawMessage) *exchange {
 	if x = c.recipient(x, method, params); x != nil && x.notifyHeld(method, params) {
 		return x

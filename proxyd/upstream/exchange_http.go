@@ -198,10 +198,11 @@ func (c *Conn) statusError(resp *http.Response, w wire, sid string) error {
 func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, body io.ReadCloser, sid string) (json.RawMessage, error) {
 	max := c.cfg.ResponseLimit()
 	lastID, retry := "", time.Duration(0)
-	// A notification read with more of the stream in hand is held by the
-	// client side, to leave with what follows in one write (the result,
-	// mostly); held ones are flushed before the reader waits for the
-	// upstream and on the way out, but for x's own when its result follows.
+	// A notification read from the stream is held by the client side, to
+	// leave with what follows in one write when that is in hand already
+	// (the result, mostly): held ones are flushed before the reader would
+	// wait for the upstream, and on the way out but for x's own when its
+	// result follows.
 	var held []*exchange
 	flush := func() {
 		for _, h := range held {
