@@ -112,8 +112,8 @@ var common = func() map[string]string {
 	for _, s := range []string{
 		"2.0",
 		"tools/call", "prompts/get", "resources/read", "completion/complete",
-		"notifications/progress", "notifications/message", "notifications/cancelled",
-		"sampling/createMessage", "elicitation/create", "roots/list", "ping",
+		MethodProgress, MethodMessage, MethodCancelled,
+		MethodSampling, MethodElicitation, MethodRoots, "ping",
 	} {
 		m[s] = s
 	}
