@@ -62,32 +62,26 @@ type exchange struct {
 // notify passes a notification to the call's client; false when the call
 // has ended (or has no client side), for the caller to route it elsewhere.
 func (x *exchange) notify(method string, params json.RawMessage) bool {
-	x.notifyMu.Lock()
-	defer x.notifyMu.Unlock()
-	if x.ended || x.ex.Handler == nil {
-		return false
-	}
-	x.ex.Handler.Notify(method, params)
-	return true
+	delivered, _ := x.pass(method, params, false)
+	return delivered
 }
 
-// notifyHeld is notify for a notification read from the call's own
-// stream: a client side that can hold it sends it with what follows (see
-// relay.HeldNotifier). True when held, for the reader to flush it before
-// it waits for the upstream.
-func (x *exchange) notifyHeld(method string, params json.RawMessage) bool {
+// pass is notify; with hold, for a notification read from the call's own
+// stream, a client side that can hold it sends it with what follows (see
+// relay.HeldNotifier). held: it did, for the reader to flush it before it
+// waits for the upstream.
+func (x *exchange) pass(method string, params json.RawMessage, hold bool) (delivered, held bool) {
 	x.notifyMu.Lock()
 	defer x.notifyMu.Unlock()
 	if x.ended || x.ex.Handler == nil {
-		return false
+		return false, false
 	}
-	hn, ok := x.ex.Handler.(relay.HeldNotifier)
-	if !ok {
-		x.ex.Handler.Notify(method, params)
-		return false
+	if hn, ok := x.ex.Handler.(relay.HeldNotifier); ok && hold {
+		hn.NotifyHeld(method, params)
+		return true, true
 	}
-	hn.NotifyHeld(method, params)
-	return true
+	x.ex.Handler.Notify(method, params)
+	return true, false
 }
 
 // flush sends the notifications held for the call's client.
@@ -391,8 +385,10 @@ func (x *exchange) params(w wire) json.RawMessage {
 // what follows is written or the reader flushes; it returns the exchange
 // that holds it (nil when none does).
 func (c *Conn) deliverHeld(x *exchange, method string, params json.RawMessage) *exchange {
-	if x = c.recipient(x, method, params); x != nil && x.notifyHeld(method, params) {
-		return x
+	if x = c.recipient(x, method, params); x != nil {
+		if _, held := x.pass(method, params, true); held {
+			return x
+		}
 	}
 	return nil
 }
