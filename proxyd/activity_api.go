@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -27,6 +28,13 @@ func filterFromQuery(v url.Values) (activity.Filter, error) {
 	return f, nil
 }
 
+// settleActivity makes every call answered so far readable: its record
+// made (see answered) and written.
+func (d *Daemon) settleActivity(ctx context.Context) error {
+	d.answered.wait(ctx)
+	return d.activity.Flush(ctx)
+}
+
 func (d *Daemon) handleActivityList(w http.ResponseWriter, r *http.Request) error {
 	f, err := filterFromQuery(r.URL.Query())
 	if err != nil {
@@ -36,7 +44,7 @@ func (d *Daemon) handleActivityList(w http.ResponseWriter, r *http.Request) erro
 		f.Limit = 100
 	}
 	// Records still queued for the batch writer belong in the answer.
-	if err := d.activity.Flush(r.Context()); err != nil {
+	if err := d.settleActivity(r.Context()); err != nil {
 		return err
 	}
 	recs, err := d.activity.List(r.Context(), f)
@@ -54,7 +62,7 @@ func (d *Daemon) handleActivityGet(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return badRequest("activity id must be a number")
 	}
-	if err := d.activity.Flush(r.Context()); err != nil {
+	if err := d.settleActivity(r.Context()); err != nil {
 		return err
 	}
 	rec, err := d.activity.Get(r.Context(), id)
@@ -100,7 +108,7 @@ func (d *Daemon) handleActivityExport(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	if err := d.activity.Flush(r.Context()); err != nil {
+	if err := d.settleActivity(r.Context()); err != nil {
 		return err
 	}
 	out := newNDJSON(w)
@@ -114,7 +122,7 @@ func (d *Daemon) handleActivitySummary(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	by := api.SummaryGroup(r.URL.Query())
-	if err := d.activity.Flush(r.Context()); err != nil {
+	if err := d.settleActivity(r.Context()); err != nil {
 		return err
 	}
 	rows, err := d.activity.Summary(r.Context(), f, by)

@@ -31,6 +31,9 @@ type callOutcome struct {
 	Err       error
 	Class     callerr.Classification
 	Duration  time.Duration
+	// record, when set, is the call's bookkeeping left to the caller
+	// (relayed.answerFirst): run it once the client has the answer.
+	record func()
 }
 
 // relayed is one request through the funnel.
@@ -49,6 +52,9 @@ type relayed struct {
 	// args: the arguments were given apart from params and need checking.
 	args     json.RawMessage
 	callMeta downstream.CallMeta
+	// answerFirst: the caller answers the client before the call's
+	// bookkeeping, which it runs with callOutcome.record (see answered).
+	answerFirst bool
 }
 
 // call is a tools/call from proxyd's own callers (the CLI, drills).
@@ -135,32 +141,41 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 	out.Duration = time.Since(start)
 	status, errText := d.classify(ctx, srv, transport, "call", &out, rec)
 	tokenRefresh := grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore
-	tcall.End(telemetry.Outcome{Class: out.Class.Class, Domain: out.Class.Domain, HTTPStatus: out.Class.HTTPStatus,
-		Message: redact.Text(errText), Reinit: info.Reinit, Retried: info.Retried, TokenRefresh: tokenRefresh})
-	d.activity.Add(activity.Record{
-		Time:               start,
-		Server:             srv,
-		Tool:               tool,
-		DurationMS:         float64(out.Duration.Microseconds()) / 1000,
-		Status:             status,
-		Error:              d.secrets.text(errText),
-		ErrorClass:         out.Class.Class,
-		FaultDomain:        out.Class.Domain,
-		UpstreamHTTPStatus: out.Class.HTTPStatus,
-		Reason:             out.Class.Reason,
-		RequestID:          meta.RequestID,
-		Client:             meta.Client,
-		ProtocolEra:        era,
-		Reinit:             info.Reinit,
-		Retried:            info.Retried,
-		TokenRefresh:       tokenRefresh,
-		Progress:           stats.Progress(),
-		Inputs:             inputsText(stats.Inputs()),
-	})
-	if ok {
-		d.health.Observe(srv, out.Class)
+	// The bookkeeping: the span's end, the activity record, health and
+	// metrics.
+	record := func() {
+		tcall.End(telemetry.Outcome{Class: out.Class.Class, Domain: out.Class.Domain, HTTPStatus: out.Class.HTTPStatus,
+			Message: redact.Text(errText), Reinit: info.Reinit, Retried: info.Retried, TokenRefresh: tokenRefresh})
+		d.activity.Add(activity.Record{
+			Time:               start,
+			Server:             srv,
+			Tool:               tool,
+			DurationMS:         float64(out.Duration.Microseconds()) / 1000,
+			Status:             status,
+			Error:              d.secrets.text(errText),
+			ErrorClass:         out.Class.Class,
+			FaultDomain:        out.Class.Domain,
+			UpstreamHTTPStatus: out.Class.HTTPStatus,
+			Reason:             out.Class.Reason,
+			RequestID:          meta.RequestID,
+			Client:             meta.Client,
+			ProtocolEra:        era,
+			Reinit:             info.Reinit,
+			Retried:            info.Retried,
+			TokenRefresh:       tokenRefresh,
+			Progress:           stats.Progress(),
+			Inputs:             inputsText(stats.Inputs()),
+		})
+		if ok {
+			d.health.Observe(srv, out.Class)
+		}
+		d.metrics.observeCall(srv, out.Class, out.Duration)
 	}
-	d.metrics.observeCall(srv, out.Class, out.Duration)
+	if rq.answerFirst {
+		out.record = d.answered.hold(record)
+	} else {
+		record()
+	}
 	return out
 }
 
@@ -269,7 +284,8 @@ func peerOrNone(p relay.Peer) relay.Peer {
 // from a refused argument.
 func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage, error) {
 	out := d.funnel(ctx, &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, meta: c.Meta,
-		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta})
+		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta, answerFirst: true})
+	c.Then = out.record
 	if out.Err == nil {
 		return out.Result.Raw, nil
 	}

@@ -60,7 +60,11 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 // metricsHandler serves proxyd's Prometheus metrics: the socket's
 // /v1/metrics and the TCP listener's /metrics.
 func (d *Daemon) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(prometheus.Gatherers{d.metrics.reg, d.tel.Gatherer()}, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(prometheus.Gatherers{d.metrics.reg, d.tel.Gatherer()}, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.answered.wait(r.Context()) // count the calls answered so far
+		h.ServeHTTP(w, r)
+	})
 }
 
 // probeRoutes are the metrics listener's endpoints: /metrics, /livez

@@ -79,6 +79,8 @@ type Daemon struct {
 	down     *downstream.Server
 	relay    *relay.Relayer
 	streamed streamedCalls // `mcpx call`s streaming their events
+	// answered: endpoint calls answered and not yet recorded.
+	answered answered
 	metrics  *metrics
 	tel      *telemetry.Telemetry
 	auth     *auth

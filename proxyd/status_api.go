@@ -60,6 +60,7 @@ func (d *Daemon) serverStatus(c *upstream.Conn) api.ServerStatus {
 }
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	d.answered.wait(r.Context()) // health counts the calls answered so far
 	return writeJSON(w, d.status(r.Context()))
 }
 
@@ -124,6 +125,7 @@ func (d *Daemon) handleConnectInfo(w http.ResponseWriter, r *http.Request) error
 // handleHealth answers for every live replica sharing the state: this
 // one's servers live, the others' as they last published them.
 func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) error {
+	d.answered.wait(r.Context())
 	want := r.URL.Query().Get("server")
 	replicas := api.SplitList(r.URL.Query()["replica"])
 	out := []api.ServerStatus{}

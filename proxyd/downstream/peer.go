@@ -194,6 +194,9 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ended = true
+	// The answer leaves now, not when the handler returns: the call's
+	// bookkeeping runs after it (Call.Then).
+	defer flush(p.w)
 	if p.sse {
 		writeLastEvent(p.w, msg)
 		return

@@ -33,6 +33,9 @@ type Call struct {
 	LogLevel string
 	Peer     relay.Peer
 	CallMeta CallMeta
+	// Then, when the backend sets it, runs once the client has its answer
+	// (or has gone): what the client need not wait for.
+	Then func()
 }
 
 // Relayer is implemented by backends that relay requests to upstreams (the
@@ -186,6 +189,11 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		c.CallMeta.Client = client
 	}
 	c.Peer = peer
+	defer func() {
+		if c.Then != nil {
+			c.Then()
+		}
+	}()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if sess != nil {
