@@ -284,7 +284,8 @@ func peerOrNone(p relay.Peer) relay.Peer {
 // from a refused argument.
 func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage, error) {
 	out := d.funnel(ctx, &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, meta: c.Meta,
-		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta, answerFirst: true})
+		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta,
+		answerFirst: d.activity.Durability() != activity.DurabilitySync})
 	c.Then = out.record
 	if out.Err == nil {
 		return out.Result.Raw, nil

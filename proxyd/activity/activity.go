@@ -243,6 +243,10 @@ func (s *Store) Add(r Record) {
 	}
 }
 
+// Durability is the store's: with DurabilitySync a call's record must be
+// committed before its caller is answered.
+func (s *Store) Durability() string { return s.opts.Durability }
+
 // Dropped counts records lost: the queue was full, the store was closed, or
 // their batch failed to write.
 func (s *Store) Dropped() uint64 { return s.dropped.Load() }
