@@ -523,7 +523,7 @@ func comboPaths(cb combo, upstream, rproxy, proxydURL string, auth map[string]st
 func runCombos(b *testing.B, report *strings.Builder, upstream, rproxy, proxydURL, token string) {
 	auth := map[string]string{"Authorization": "Bearer " + token}
 	for _, cb := range combos {
-		if !selected("MCPX_BENCH_COMBOS", cb.String()) {
+		if !selected("MCPX_BENCH_COMBOS", cb.String()) || os.Getenv("MCPX_BENCH_PROGRESS") == "only" {
 			continue
 		}
 		paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "echo", false)
@@ -534,7 +534,7 @@ func runCombos(b *testing.B, report *strings.Builder, upstream, rproxy, proxydUR
 			reportRatios(b, strings.ReplaceAll(cb.String(), "/", "-"), c, compare(b, report, cb.String(), c, paths))
 		}
 	}
-	if !selected("MCPX_BENCH_CLIENTS", "1") || !selected("MCPX_BENCH_PROGRESS", "1") {
+	if !selected("MCPX_BENCH_CLIENTS", "1") || !selected("MCPX_BENCH_PROGRESS", "1") && os.Getenv("MCPX_BENCH_PROGRESS") != "only" {
 		return
 	}
 	fmt.Fprintf(report, "calls with a progressToken (the fixture's progress tool, one notification: an SSE answer):\n")
