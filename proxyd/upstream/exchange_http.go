@@ -65,7 +65,19 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 			return nil, fmt.Errorf("failed to send request: %w", transport.ErrSessionTerminated)
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	// The request may outlive the call by the read of its SSE answer's
+	// end (drainStream); until the call has its answer, the call's end
+	// cancels it.
+	rctx, rcancel := detached(ctx)
+	stopCancel := context.AfterFunc(ctx, rcancel)
+	draining := false
+	defer func() {
+		if !draining {
+			stopCancel()
+			rcancel()
+		}
+	}()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("building the request: %w", err)
 	}
@@ -86,7 +98,11 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 		return nil, fmt.Errorf("failed to send request: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if !draining {
+			resp.Body.Close()
+		}
+	}()
 	if resp.StatusCode != http.StatusOK {
 		return nil, c.statusError(resp, w, sid)
 	}
@@ -107,9 +123,13 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 		return outcome(m)
 	case "text/event-stream":
-		res, err := c.readStream(ctx, cl, w, hc, x, resp.Body, sid)
+		res, rest, err := c.readStream(ctx, cl, w, hc, x, resp.Body, sid)
 		if err != nil && ctx.Err() != nil {
 			c.cancelUpstream(cl, hc, w, x.id)
+		}
+		if rest && stopCancel() {
+			draining = true
+			go drainStream(resp.Body, rcancel)
 		}
 		return res, err
 	default:
@@ -194,8 +214,9 @@ func (c *Conn) statusError(resp *http.Response, w wire, sid string) error {
 
 // readStream reads an SSE answer until the response to x arrives,
 // passing notifications to the call's client and answering the
-// upstream's requests through it.
-func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, body io.ReadCloser, sid string) (json.RawMessage, error) {
+// upstream's requests through it. rest: the response came on body (not
+// on a resumed stream), whose end is left unread.
+func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, body io.ReadCloser, sid string) (res json.RawMessage, rest bool, err error) {
 	max := c.cfg.ResponseLimit()
 	lastID, retry := "", time.Duration(0)
 	// A notification read from the stream is held by the client side, to
@@ -226,7 +247,7 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				break
 			}
 			if err != nil {
-				return nil, fmt.Errorf("reading the response stream: %w", err)
+				return nil, false, fmt.Errorf("reading the response stream: %w", err)
 			}
 			if len(ev.data) == 0 {
 				continue
@@ -251,17 +272,18 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				}
 			case len(m.ID) > 0:
 				if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				held = slices.DeleteFunc(held, func(h *exchange) bool { return h == x })
-				return outcome(m)
+				res, err := outcome(m)
+				return res, resumes == 0, err
 			}
 		}
 		flush()
 		// The stream ended without the response. A legacy server may do so
 		// on purpose once it has sent an event id, for the client to poll.
 		if lastID == "" || w.modern() || resumes >= sseResumes || ctx.Err() != nil {
-			return nil, fmt.Errorf("%w", errStreamEnded)
+			return nil, false, fmt.Errorf("%w", errStreamEnded)
 		}
 		if retry <= 0 {
 			retry = time.Second
@@ -270,16 +292,45 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-t.C:
 		}
 		next, err := c.resume(ctx, hc, w, sid, lastID)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		body.Close()
 		body = next
 	}
+}
+
+// drainWait and drainMax bound the read of what follows an SSE answer's
+// response: a server ends the stream right after it.
+const (
+	drainWait = time.Second
+	drainMax  = 64 << 10
+)
+
+// drainStream reads an SSE answer's end after its response, then lets it
+// go. A response body closed unread makes the HTTP client drop its
+// connection, and the next request would dial a new one. cancel ends the
+// request (after drainWait at the latest).
+func drainStream(body io.ReadCloser, cancel context.CancelFunc) {
+	t := time.AfterFunc(drainWait, cancel)
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
+	t.Stop()
+	body.Close()
+	cancel()
+}
+
+// detached is ctx without its cancellation (it keeps its values and
+// deadline): a request that may outlive its call.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, dl)
+	}
+	return context.WithCancel(d)
 }
 
 func max64(a, b time.Duration) time.Duration {

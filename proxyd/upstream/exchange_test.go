@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -196,6 +201,43 @@ func TestRelayServerEverything(t *testing.T) {
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("the cancelled call did not return")
+			}
+		})
+	}
+}
+
+// A call answered on an SSE stream leaves its connection to the next
+// call: the stream's end is read after the response, not cut off (which
+// makes the HTTP client drop the connection and dial for every call).
+func TestStreamedAnswersReuseTheConnection(t *testing.T) {
+	for _, protocol := range []string{config.ProtocolLegacy, config.ProtocolModern} {
+		t.Run(protocol, func(t *testing.T) {
+			fx := mcpserver.New(mcpserver.Options{})
+			var dials atomic.Int64
+			ts := httptest.NewUnstartedServer(fx.Handler())
+			ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					dials.Add(1)
+				}
+			}
+			ts.Start()
+			t.Cleanup(ts.Close)
+			m := newManager(t, config.Server{Name: "fx", URL: ts.URL + mcpserver.EndpointPath, Protocol: protocol})
+			c, _ := m.Get("fx")
+			waitState(t, c, api.StateReady)
+			const calls = 20
+			before := dials.Load()
+			for i := range calls {
+				h := &recordingHandler{}
+				res, err := c.Relay(context.Background(), callExchange(mcpserver.ToolProgress, `{"text":"hi"}`, h, true))
+				if err != nil || !strings.Contains(string(res), "hi") {
+					t.Fatalf("call %d: %s, %v", i, res, err)
+				}
+			}
+			// One new connection is allowed: a drain may still be under
+			// way when the next call starts.
+			if n := dials.Load() - before; n > 2 {
+				t.Fatalf("%d streamed calls opened %d connections, want at most 2", calls, n)
 			}
 		})
 	}
