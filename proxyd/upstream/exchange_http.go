@@ -67,7 +67,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	}
 	// The request may outlive the call by the read of its SSE answer's
 	// end (drainStream); until the call has its answer, the call's end
-	// cancels it.
+	// cancels it. It keeps the call's deadline, so a timeout reads as one.
 	rctx, rcancel := detached(ctx)
 	stopCancel := context.AfterFunc(ctx, rcancel)
 	draining := false
@@ -323,8 +323,8 @@ func drainStream(body io.ReadCloser, cancel context.CancelFunc) {
 	cancel()
 }
 
-// detached is ctx without its cancellation (it keeps its values and
-// deadline): a request that may outlive its call.
+
+// detached is ctx without its cancellation, with its values and deadline.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
