@@ -161,6 +161,7 @@ type Store struct {
 	opts Options
 
 	queue   chan item
+	kick    chan struct{} // see nudge
 	stop    chan struct{}
 	stopped chan struct{}
 	closed  atomic.Bool
@@ -186,6 +187,7 @@ func NewStore(db *store.DB, opts Options) *Store {
 		subs:    make(map[*subscriber]struct{}),
 	}
 	s.queue = make(chan item, s.opts.QueueSize)
+	s.kick = make(chan struct{}, 1)
 	go s.run()
 	return s
 }
@@ -221,6 +223,7 @@ func (s *Store) Add(r Record) {
 			s.dropped.Add(1)
 			return
 		}
+		s.nudge()
 		select {
 		case <-it.committed:
 		case <-s.stopped:
@@ -229,6 +232,7 @@ func (s *Store) Add(r Record) {
 	}
 	select {
 	case s.queue <- it:
+		s.nudgeIfFull()
 		return
 	default:
 	}
@@ -236,10 +240,27 @@ func (s *Store) Add(r Record) {
 	defer t.Stop()
 	select {
 	case s.queue <- it:
+		s.nudgeIfFull()
 	case <-t.C:
 		s.dropped.Add(1)
 	case <-s.stop:
 		s.dropped.Add(1)
+	}
+}
+
+// nudge wakes the writer to take what waits in the queue now: a flush or
+// a record whose caller waits for its commit. Batched records do not,
+// until a batch's worth waits or the queue is half full (nudgeIfFull).
+func (s *Store) nudge() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) nudgeIfFull() {
+	if n := len(s.queue); n >= s.opts.BatchSize || n >= cap(s.queue)/2 {
+		s.nudge()
 	}
 }
 
@@ -272,6 +293,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	done := make(chan error, 1)
 	select {
 	case s.queue <- item{done: done}:
+		s.nudge()
 	case <-s.stopped:
 		return ErrClosed
 	case <-ctx.Done():
@@ -357,29 +379,48 @@ func (s *Store) run() {
 		}
 	}
 
+	// fill takes what is already waiting, up to a batch: records whose
+	// callers wait for the commit share one.
+	fill := func() {
+		for len(batch) < s.opts.BatchSize {
+			select {
+			case it := <-s.queue:
+				take(it)
+			default:
+				return
+			}
+		}
+	}
+	// settle writes a full batch or one a caller waits for, and otherwise
+	// makes the batch due within the flush interval.
+	settle := func() {
+		if len(batch) >= s.opts.BatchSize || len(flushes) > 0 {
+			write()
+		} else if flushTimer == nil && len(batch) > 0 {
+			flushTimer = time.NewTimer(s.opts.FlushInterval)
+			flushC = flushTimer.C
+		}
+	}
+
 	for {
+		// While a batch is due, the records after its first wait in the
+		// queue until it is (or a caller needs them, see nudge) rather
+		// than waking the writer one by one.
+		queue := s.queue
+		if flushC != nil {
+			queue = nil
+		}
 		select {
-		case it := <-s.queue:
+		case it := <-queue:
 			take(it)
-			// Take what is already waiting, up to a batch: records whose
-			// callers wait for the commit share one.
-		drain:
-			for len(batch) < s.opts.BatchSize {
-				select {
-				case it := <-s.queue:
-					take(it)
-				default:
-					break drain
-				}
-			}
-			if len(batch) >= s.opts.BatchSize || len(flushes) > 0 {
-				write()
-			} else if flushTimer == nil && len(batch) > 0 {
-				flushTimer = time.NewTimer(s.opts.FlushInterval)
-				flushC = flushTimer.C
-			}
+			fill()
+			settle()
+		case <-s.kick:
+			fill()
+			settle()
 		case <-flushC:
 			flushTimer, flushC = nil, nil
+			fill()
 			write()
 		case <-retention.C:
 			more, err := s.trim(context.Background())
