@@ -13,16 +13,21 @@ import (
 // /metrics) waits for the bookkeeping of the calls answered before it
 // asked, which takes microseconds, and not for calls answered after.
 type answered struct {
-	mu  sync.Mutex
-	cur *recordGen
+	mu   sync.Mutex
+	cur  *recordGen // calls answered since the last reader arrived
+	last *recordGen // the generation the last reader sealed
 }
 
-// recordGen counts the calls answered, not yet recorded, since the last
-// reader arrived; sealed by the next reader, done when the count is zero.
+// recordGen counts calls answered and not yet recorded; a reader seals
+// it (later calls go to the next one), and it is recorded once its count
+// is zero. prev is the generation sealed before it, when that one was
+// not yet recorded: a reader waits for the chain.
 type recordGen struct {
-	n      int
-	sealed bool
-	done   chan struct{}
+	n        int
+	sealed   bool
+	recorded bool
+	done     chan struct{}
+	prev     *recordGen
 }
 
 // settleBound bounds a reader's wait, should bookkeeping stall.
@@ -44,6 +49,7 @@ func (a *answered) hold(record func()) func() {
 			record()
 			a.mu.Lock()
 			if g.n--; g.n == 0 && g.sealed {
+				g.recorded = true
 				close(g.done)
 			}
 			a.mu.Unlock()
@@ -55,19 +61,32 @@ func (a *answered) hold(record func()) func() {
 // settleBound, or when ctx ends).
 func (a *answered) wait(ctx context.Context) {
 	a.mu.Lock()
-	g := a.cur
-	if g == nil || g.n == 0 {
-		a.mu.Unlock()
-		return
+	g := a.last
+	if c := a.cur; c != nil && c.n > 0 {
+		c.sealed = true
+		if g != nil && !g.recorded {
+			c.prev = g
+		}
+		a.last, a.cur, g = c, nil, c
 	}
-	g.sealed = true
-	a.cur = nil
 	a.mu.Unlock()
 	t := time.NewTimer(settleBound)
 	defer t.Stop()
-	select {
-	case <-g.done:
-	case <-t.C:
-	case <-ctx.Done():
+	for x := g; x != nil; {
+		select {
+		case <-x.done:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+		a.mu.Lock()
+		x = x.prev
+		a.mu.Unlock()
+	}
+	if g != nil {
+		a.mu.Lock()
+		g.prev = nil // all recorded: let the chain go
+		a.mu.Unlock()
 	}
 }

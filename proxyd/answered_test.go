@@ -53,3 +53,46 @@ func TestAnsweredWaitsForEarlierCalls(t *testing.T) {
 		t.Fatal("a reader waited with nothing pending")
 	}
 }
+
+// A reader also waits for calls answered before an earlier reader, still
+// being recorded, whatever has been answered and recorded since.
+func TestAnsweredWaitsForEarlierReadersCalls(t *testing.T) {
+	for _, laterRecorded := range []bool{true, false} {
+		var a answered
+		first := a.hold(func() {})
+		go a.wait(context.Background()) // the first reader seals first's generation
+		waitfor.Cond(t, 5*time.Second, "the first reader to start waiting", func() (bool, string) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.cur == nil && a.last != nil, "generation not sealed"
+		})
+		later := a.hold(func() {})
+		if laterRecorded {
+			later()
+		}
+		waited := make(chan struct{})
+		go func() {
+			a.wait(context.Background())
+			close(waited)
+		}()
+		if !laterRecorded {
+			waitfor.Cond(t, 5*time.Second, "the second reader to start waiting", func() (bool, string) {
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				return a.cur == nil, "generation not sealed"
+			})
+			later()
+		}
+		select {
+		case <-waited:
+			t.Fatalf("laterRecorded=%v: the second reader did not wait for a call answered before the first reader", laterRecorded)
+		case <-time.After(20 * time.Millisecond):
+		}
+		first()
+		select {
+		case <-waited:
+		case <-time.After(settleBound / 2):
+			t.Fatalf("laterRecorded=%v: the second reader still waits after every call was recorded", laterRecorded)
+		}
+	}
+}
