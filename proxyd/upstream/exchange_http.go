@@ -323,7 +323,6 @@ func drainStream(body io.ReadCloser, cancel context.CancelFunc) {
 	cancel()
 }
 
-
 // detached is ctx without its cancellation, with its values and deadline.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := context.WithoutCancel(ctx)
