@@ -176,9 +176,10 @@ func (p *httpPeer) startSSE() {
 	p.w.WriteHeader(http.StatusOK)
 }
 
-// writeLastEvent writes msg as an event, unflushed: the stream's last
-// event leaves with its end when the handler returns, in one write
-// instead of two.
+// writeLastEvent writes msg as an event, unflushed: it leaves with what
+// is written after it (a held notification with the next event), or
+// when the writer flushes (finish flushes the answer at once, so the
+// call's bookkeeping does not delay it).
 func writeLastEvent(w http.ResponseWriter, msg []byte) {
 	buf := make([]byte, 0, len(msg)+24)
 	buf = append(buf, "event: message\ndata: "...)

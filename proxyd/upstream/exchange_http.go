@@ -70,12 +70,19 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	// cancels it. It keeps the call's deadline, so a timeout reads as one.
 	rctx, rcancel := detached(ctx)
 	stopCancel := context.AfterFunc(ctx, rcancel)
+	// Unless an SSE answer's end is left to drainStream, the request ends
+	// with post.
+	var resp *http.Response
 	draining := false
 	defer func() {
-		if !draining {
-			stopCancel()
-			rcancel()
+		if draining {
+			return
 		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		stopCancel()
+		rcancel()
 	}()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
@@ -91,18 +98,13 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	c.setHeaders(req.Header, w, sid)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := hc.Do(req)
+	resp, err = hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			c.cancelUpstream(cl, hc, w, x.id)
 		}
 		return nil, fmt.Errorf("failed to send request: %w", err)
 	}
-	defer func() {
-		if !draining {
-			resp.Body.Close()
-		}
-	}()
 	if resp.StatusCode != http.StatusOK {
 		return nil, c.statusError(resp, w, sid)
 	}
