@@ -458,25 +458,20 @@ func (s *Store) insert(batch []Record) error {
 		return fmt.Errorf("write activity: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	stmt, err := tx.PrepareContext(ctx, insertSQL)
-	if err != nil {
-		return fmt.Errorf("write activity: prepare: %w", err)
-	}
-	defer stmt.Close()
 	for i := range batch {
 		r := &batch[i]
 		r.Error = truncate(redact.Text(r.Error), MaxErrorLen)
 		r.Reason = truncate(redact.Text(r.Reason), MaxErrorLen)
 		// Subscribers get exactly what Get would return.
 		r.Time = time.Unix(0, r.Time.UnixNano()).UTC()
-		durUS := int64(r.DurationMS*1000 + 0.5)
-		r.DurationMS = float64(durUS) / 1000
-		err := stmt.QueryRowContext(ctx, r.Time.UnixNano(), r.Server, r.Tool, durUS, r.Status, r.Error,
-			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
-			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica, r.Progress, r.Inputs).Scan(&r.ID)
-		if err != nil {
-			return fmt.Errorf("write activity: insert: %w", err)
+		r.DurationMS = float64(durationUS(r.DurationMS)) / 1000
+	}
+	for rows := batch; len(rows) > 0; {
+		n := min(len(rows), insertRows)
+		if err := insertRecords(ctx, tx, rows[:n]); err != nil {
+			return err
 		}
+		rows = rows[n:]
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("write activity: commit: %w", err)
@@ -485,9 +480,72 @@ func (s *Store) insert(batch []Record) error {
 	return nil
 }
 
-const insertSQL = `INSERT INTO activity (ts, server, tool, duration_us, status, error,
+// insertRows is the most records one INSERT statement carries. A
+// statement's own cost (parsing and binding it, and with PostgreSQL a
+// round trip) is most of what a record costs when each has its own:
+// 64 to a statement, SQLite stores about 40% more records per second
+// and PostgreSQL about five times as many (BenchmarkIngest). Its 1,216
+// parameters stay far under both engines' limits.
+const insertRows = 64
+
+// insertColumns are the columns a record fills, in insertRecords' order.
+const insertColumns = `ts, server, tool, duration_us, status, error,
 	error_class, fault_domain, upstream_http_status, request_id, client, protocol_era,
-	reinit, retried, token_refresh, reason, replica, progress, inputs) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id`
+	reinit, retried, token_refresh, reason, replica, progress, inputs`
+
+// rowParams are the placeholders of one record.
+const rowParams = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+
+// insertRecords inserts rows with one statement and sets their ids.
+// RETURNING promises no order, but both engines number the rows of one
+// INSERT in the order of its VALUES (SQLite's rowid and PostgreSQL's
+// identity sequence each increase row by row), so the ids, sorted, are
+// the rows' in order.
+func insertRecords(ctx context.Context, tx *store.Tx, rows []Record) error {
+	var q strings.Builder
+	q.Grow(len(insertColumns) + 48 + len(rows)*(len(rowParams)+1))
+	q.WriteString("INSERT INTO activity (" + insertColumns + ") VALUES ")
+	args := make([]any, 0, len(rows)*19)
+	for i := range rows {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(rowParams)
+		r := &rows[i]
+		args = append(args, r.Time.UnixNano(), r.Server, r.Tool, durationUS(r.DurationMS), r.Status, r.Error,
+			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
+			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica, r.Progress, r.Inputs)
+	}
+	q.WriteString(" RETURNING id")
+	res, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return fmt.Errorf("write activity: insert: %w", err)
+	}
+	defer res.Close()
+	ids := make([]int64, 0, len(rows))
+	for res.Next() {
+		var id int64
+		if err := res.Scan(&id); err != nil {
+			return fmt.Errorf("write activity: insert: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("write activity: insert: %w", err)
+	}
+	if len(ids) != len(rows) {
+		return fmt.Errorf("write activity: insert: %d ids for %d records", len(ids), len(rows))
+	}
+	slices.Sort(ids)
+	for i := range rows {
+		rows[i].ID = ids[i]
+	}
+	return nil
+}
+
+// durationUS is a duration in milliseconds as the whole microseconds
+// stored.
+func durationUS(ms float64) int64 { return int64(ms*1000 + 0.5) }
 
 // flag stores a bool in an integer column, which both engines accept.
 func flag(b bool) int {

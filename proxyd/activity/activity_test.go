@@ -641,3 +641,36 @@ func TestOpenBatchYieldsToFlushAndFullQueue(t *testing.T) {
 		}
 	})
 }
+
+// A batch is written with multi-row statements (insertRows to one); each
+// record must get its own row's id, across the statements of a batch.
+func TestBatchIDsFollowAddOrder(t *testing.T) {
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{FlushInterval: time.Hour})
+		live, cancel := s.Subscribe(Filter{})
+		defer cancel()
+		const n = 2*insertRows + 7 // three statements, the last one short
+		for i := range n {
+			s.Add(Record{Time: t0.Add(time.Duration(i) * time.Millisecond), Server: "docs", Tool: fmt.Sprintf("tool-%03d", i),
+				RequestID: fmt.Sprintf("req-%03d", i), DurationMS: float64(i) + 0.25, Progress: i})
+		}
+		flush(t, s)
+		var prev int64
+		for i := range n {
+			var r Record
+			select {
+			case r = <-live:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("got %d live records, want %d", i, n)
+			}
+			if want := fmt.Sprintf("req-%03d", i); r.RequestID != want || r.ID <= prev {
+				t.Fatalf("record %d: request %s id %d after id %d, want %s with a higher id", i, r.RequestID, r.ID, prev, want)
+			}
+			prev = r.ID
+			stored, err := s.Get(context.Background(), r.ID)
+			if err != nil || stored != r {
+				t.Fatalf("record %d: live %+v, stored under its id %+v (%v)", i, r, stored, err)
+			}
+		}
+	})
+}

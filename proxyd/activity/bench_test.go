@@ -9,6 +9,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
+	"github.com/mcpx-dev/mcpx/proxyd/store/storetest"
 )
 
 // The filters the CLI offers are answered from an index, newest first,
@@ -51,26 +52,30 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	}
 }
 
-// BenchmarkIngest measures how fast the writer stores records (the queue is
-// sized so none are dropped).
+// BenchmarkIngest measures how fast the writer stores records, on each
+// engine (the queue is sized so none are dropped).
 func BenchmarkIngest(b *testing.B) {
-	s := NewStore(openDB(b, store.EngineSQLite), Options{QueueSize: b.N + 1, MaxAge: -1, MaxRows: -1})
-	defer s.Close()
-	r := Record{Server: "docs", Tool: "search", DurationMS: 12.5, Status: api.StatusError, Error: "request failed with status 502",
-		ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, UpstreamHTTPStatus: 502, RequestID: "req-1", Client: "session-1"}
-	start := time.Now()
-	b.ResetTimer()
-	for range b.N {
-		s.Add(r)
+	for _, eng := range storetest.Engines {
+		b.Run(eng, func(b *testing.B) {
+			s := NewStore(openDB(b, eng), Options{QueueSize: b.N + 1, MaxAge: -1, MaxRows: -1})
+			defer s.Close()
+			r := Record{Server: "docs", Tool: "search", DurationMS: 12.5, Status: api.StatusError, Error: "request failed with status 502",
+				ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, UpstreamHTTPStatus: 502, RequestID: "req-1", Client: "session-1"}
+			start := time.Now()
+			b.ResetTimer()
+			for range b.N {
+				s.Add(r)
+			}
+			if err := s.Flush(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if s.Dropped() != 0 {
+				b.Fatalf("%d records dropped", s.Dropped())
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		})
 	}
-	if err := s.Flush(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.StopTimer()
-	if s.Dropped() != 0 {
-		b.Fatalf("%d records dropped", s.Dropped())
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
 }
 
 const benchRows = 1_000_000
