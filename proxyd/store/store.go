@@ -113,6 +113,12 @@ func (d *DB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Ro
 	return d.sql.QueryRowContext(ctx, d.eng.rebind(q), args...)
 }
 
+// PrepareContext prepares a statement for repeated use (in a transaction
+// with Tx.Stmt).
+func (d *DB) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
+	return d.sql.PrepareContext(ctx, d.eng.rebind(q))
+}
+
 // BeginTx starts a transaction. On SQLite it takes the write lock at once
 // (immediate), so a read-modify-write never interleaves with another
 // process's.
@@ -149,6 +155,10 @@ func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Ro
 func (t *Tx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
 	return t.tx.PrepareContext(ctx, t.eng.rebind(q))
 }
+
+// Stmt is a statement prepared with DB.PrepareContext, run in the
+// transaction.
+func (t *Tx) Stmt(ctx context.Context, s *sql.Stmt) *sql.Stmt { return t.tx.StmtContext(ctx, s) }
 
 // Commit commits the transaction.
 func (t *Tx) Commit() error { return t.tx.Commit() }
