@@ -2,9 +2,12 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -68,5 +71,73 @@ func TestStartStop(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Errorf("server %d still running", pid)
+	}
+}
+
+// The server outlives the thread of the goroutine that started the
+// cluster, even when that goroutine is locked to its thread and returns
+// (which ends the thread, and would fire the server's Pdeathsig had it
+// been started from there).
+func TestServerOutlivesStartingThread(t *testing.T) {
+	Get(t) // binaries present or skipped
+	type started struct {
+		c   *Cluster
+		tid int
+		err error
+	}
+	var s started
+	for range 50 {
+		done := make(chan started, 1)
+		go func() {
+			runtime.LockOSThread()
+			if syscall.Gettid() == os.Getpid() {
+				// The main thread never ends (the runtime parks it
+				// instead): try again on another.
+				runtime.UnlockOSThread()
+				done <- started{}
+				return
+			}
+			// Never unlocked: the thread ends when this returns.
+			c, err := Start()
+			done <- started{c, syscall.Gettid(), err}
+		}()
+		if s = <-done; s.c != nil || s.err != nil {
+			break
+		}
+	}
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	if s.c == nil {
+		t.Fatal("every try ran on the main thread")
+	}
+	defer s.c.Stop()
+	// Wait until the thread is gone (the kernel sends Pdeathsig as it ends).
+	task := fmt.Sprintf("/proc/self/task/%d", s.tid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(task); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d still there after 10 s", s.tid)
+		}
+		runtime.Gosched()
+	}
+	ctx := context.Background()
+	for i := range 5 {
+		conn, err := pgx.Connect(ctx, s.c.DSN("postgres"))
+		if err == nil {
+			err = conn.Ping(ctx)
+			_ = conn.Close(ctx)
+		}
+		if err != nil {
+			t.Fatalf("connection %d after the starting thread ended: %v", i, err)
+		}
+	}
+	select {
+	case <-s.c.exited:
+		t.Fatalf("server exited after the starting thread ended: %s", s.c.logTail())
+	default:
 	}
 }
