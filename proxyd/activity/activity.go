@@ -179,6 +179,9 @@ type Store struct {
 	// inserts are the writer's prepared INSERTs by their number of rows
 	// (powers of two up to insertRows); only the writer uses them.
 	inserts map[int]*sql.Stmt
+	// lastID: the engine numbers an INSERT's rows consecutively, so the
+	// last row's id gives them all (SQLite); else they are RETURNed.
+	lastID bool
 }
 
 // NewStore starts the background writer; Close stops it.
@@ -192,6 +195,7 @@ func NewStore(db *store.DB, opts Options) *Store {
 	}
 	s.queue = make(chan item, s.opts.QueueSize)
 	s.kick = make(chan struct{}, 1)
+	s.lastID = db.Engine() == store.EngineSQLite
 	go s.run()
 	return s
 }
@@ -484,7 +488,7 @@ func (s *Store) insert(batch []Record) error {
 		if err != nil {
 			return err
 		}
-		if err := insertRecords(ctx, tx.Stmt(ctx, stmt), rows[:n]); err != nil {
+		if err := insertRecords(ctx, tx.Stmt(ctx, stmt), rows[:n], s.lastID); err != nil {
 			return err
 		}
 		rows = rows[n:]
@@ -526,7 +530,9 @@ func (s *Store) insertStmt(ctx context.Context, n int) (*sql.Stmt, error) {
 		}
 		q.WriteString(rowParams)
 	}
-	q.WriteString(" RETURNING id")
+	if !s.lastID {
+		q.WriteString(" RETURNING id")
+	}
 	st, err := s.db.PrepareContext(ctx, q.String())
 	if err != nil {
 		return nil, fmt.Errorf("write activity: prepare: %w", err)
@@ -539,17 +545,33 @@ func (s *Store) insertStmt(ctx context.Context, n int) (*sql.Stmt, error) {
 }
 
 // insertRecords inserts rows with stmt, an INSERT of as many rows, and
-// sets their ids. RETURNING promises no order, but both engines number
-// the rows of one INSERT in the order of its VALUES (SQLite's rowid and
-// PostgreSQL's identity sequence each increase row by row), so the ids,
-// sorted, are the rows' in order.
-func insertRecords(ctx context.Context, stmt *sql.Stmt, rows []Record) error {
+// sets their ids. SQLite gives a statement's rows consecutive ids (each
+// the largest so far plus one, one writer at a time), so with lastID the
+// last row's id names them all; RETURNING would make SQLite keep a
+// result row for each. Otherwise the ids are RETURNed, in no promised
+// order, but PostgreSQL's identity sequence also increases row by row in
+// the order of the VALUES, so the ids, sorted, are the rows' in order.
+func insertRecords(ctx context.Context, stmt *sql.Stmt, rows []Record, lastID bool) error {
 	args := make([]any, 0, len(rows)*19)
 	for i := range rows {
 		r := &rows[i]
 		args = append(args, r.Time.UnixNano(), r.Server, r.Tool, durationUS(r.DurationMS), r.Status, r.Error,
 			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
 			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica, r.Progress, r.Inputs)
+	}
+	if lastID {
+		res, err := stmt.ExecContext(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("write activity: insert: %w", err)
+		}
+		last, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("write activity: insert: %w", err)
+		}
+		for i := range rows {
+			rows[i].ID = last - int64(len(rows)-1-i)
+		}
+		return nil
 	}
 	res, err := stmt.QueryContext(ctx, args...)
 	if err != nil {
