@@ -35,6 +35,8 @@ type callOutcome struct {
 	// record, when set, is the call's bookkeeping left to the caller
 	// (relayed.answerFirst): run it once the client has the answer.
 	record func()
+	// answered: the outcome went to relayed.early; nothing is left to do.
+	answered bool
 }
 
 // relayed is one request through the funnel.
@@ -56,6 +58,10 @@ type relayed struct {
 	// answerFirst: the caller answers the client before the call's
 	// bookkeeping, which it runs with callOutcome.record (see answered).
 	answerFirst bool
+	// early, when set, takes the outcome of a request the relay answers
+	// before its upstream call ends (see relay.Request.Answer); funnel
+	// then returns an outcome marked answered.
+	early func(callOutcome)
 }
 
 // call is a tools/call from proxyd's own callers (the CLI, drills).
@@ -90,6 +96,50 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 	// A token refresh during the call shows as a token request counted
 	// for the server's grant between start and end.
 	grant, refreshesBefore := "", int64(0)
+	// end classifies and times the outcome, and does its bookkeeping or
+	// leaves it to the caller: on the request's goroutine, or on the
+	// relay's when it answers the client early.
+	end := func() callOutcome {
+		out.Duration = time.Since(start)
+		status, errText := d.classify(ctx, srv, transport, "call", &out, rec)
+		tokenRefresh := grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore
+		// The bookkeeping: the span's end, the activity record, health and
+		// metrics.
+		record := func() {
+			tcall.End(telemetry.Outcome{Class: out.Class.Class, Domain: out.Class.Domain, HTTPStatus: out.Class.HTTPStatus,
+				Message: redact.Text(errText), Reinit: info.Reinit, Retried: info.Retried, TokenRefresh: tokenRefresh})
+			d.activity.Add(activity.Record{
+				Time:               start,
+				Server:             srv,
+				Tool:               tool,
+				DurationMS:         float64(out.Duration.Microseconds()) / 1000,
+				Status:             status,
+				Error:              d.secrets.text(errText),
+				ErrorClass:         out.Class.Class,
+				FaultDomain:        out.Class.Domain,
+				UpstreamHTTPStatus: out.Class.HTTPStatus,
+				Reason:             out.Class.Reason,
+				RequestID:          meta.RequestID,
+				Client:             meta.Client,
+				ProtocolEra:        era,
+				Reinit:             info.Reinit,
+				Retried:            info.Retried,
+				TokenRefresh:       tokenRefresh,
+				Progress:           stats.Progress(),
+				Inputs:             inputsText(stats.Inputs()),
+			})
+			if ok {
+				d.health.Observe(srv, out.Class)
+			}
+			d.metrics.observeCall(srv, out.Class, out.Duration)
+		}
+		if rq.answerFirst {
+			out.record = d.answered.hold(record)
+		} else {
+			record()
+		}
+		return out
+	}
 	switch {
 	case !ok && srv == "":
 		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", tool)}
@@ -129,55 +179,29 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 					uctx = upstream.WithMeta(uctx, m)
 					rq.meta = telemetry.WithTraceMeta(rq.meta, m)
 				}
-				var raw json.RawMessage
-				raw, out.Err = d.relay.Do(uctx, conn, rq.request(params, stats), peerOrNone(rq.peer))
-				tcall.EndUpstream()
-				if out.Err == nil {
-					out.Result = upstream.NewCallResult(raw)
+				req := rq.request(params, stats)
+				relayed := func(raw json.RawMessage, err error) {
+					tcall.EndUpstream()
+					if err == nil {
+						out.Result = upstream.NewCallResult(raw)
+					}
+					out.Err = d.secrets.err(err) // a stdio child's stderr may echo its env
 				}
-				out.Err = d.secrets.err(out.Err) // a stdio child's stderr may echo its env
+				if rq.early != nil {
+					req.Answer = func(raw json.RawMessage, err error) {
+						relayed(raw, err)
+						rq.early(end())
+					}
+				}
+				raw, err := d.relay.Do(uctx, conn, req, peerOrNone(rq.peer))
+				if errors.Is(err, relay.ErrAnswered) {
+					return callOutcome{answered: true}
+				}
+				relayed(raw, err)
 			}
 		}
 	}
-	out.Duration = time.Since(start)
-	status, errText := d.classify(ctx, srv, transport, "call", &out, rec)
-	tokenRefresh := grant != "" && d.auth.coord.TokenRequests(grant) > refreshesBefore
-	// The bookkeeping: the span's end, the activity record, health and
-	// metrics.
-	record := func() {
-		tcall.End(telemetry.Outcome{Class: out.Class.Class, Domain: out.Class.Domain, HTTPStatus: out.Class.HTTPStatus,
-			Message: redact.Text(errText), Reinit: info.Reinit, Retried: info.Retried, TokenRefresh: tokenRefresh})
-		d.activity.Add(activity.Record{
-			Time:               start,
-			Server:             srv,
-			Tool:               tool,
-			DurationMS:         float64(out.Duration.Microseconds()) / 1000,
-			Status:             status,
-			Error:              d.secrets.text(errText),
-			ErrorClass:         out.Class.Class,
-			FaultDomain:        out.Class.Domain,
-			UpstreamHTTPStatus: out.Class.HTTPStatus,
-			Reason:             out.Class.Reason,
-			RequestID:          meta.RequestID,
-			Client:             meta.Client,
-			ProtocolEra:        era,
-			Reinit:             info.Reinit,
-			Retried:            info.Retried,
-			TokenRefresh:       tokenRefresh,
-			Progress:           stats.Progress(),
-			Inputs:             inputsText(stats.Inputs()),
-		})
-		if ok {
-			d.health.Observe(srv, out.Class)
-		}
-		d.metrics.observeCall(srv, out.Class, out.Duration)
-	}
-	if rq.answerFirst {
-		out.record = d.answered.hold(record)
-	} else {
-		record()
-	}
-	return out
+	return end()
 }
 
 // classify sets a relayed request's class from its outcome and the
@@ -251,13 +275,26 @@ func (d *Daemon) relayOther(ctx context.Context, rq *relayed) callOutcome {
 			ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
 			defer cancel()
 		}
-		var raw json.RawMessage
-		raw, out.Err = d.relay.Do(ctx, conn, rq.request(rq.params, nil), peerOrNone(rq.peer))
-		if out.Err == nil {
-			out.Result = &upstream.CallResult{Raw: raw}
+		req := rq.request(rq.params, nil)
+		if rq.early != nil {
+			req.Answer = func(raw json.RawMessage, err error) { rq.early(otherOutcome(start, raw, err)) }
 		}
+		raw, err := d.relay.Do(ctx, conn, req, peerOrNone(rq.peer))
+		if errors.Is(err, relay.ErrAnswered) {
+			return callOutcome{answered: true}
+		}
+		return otherOutcome(start, raw, err)
 	}
 	out.Duration = time.Since(start)
+	return out
+}
+
+// otherOutcome is the outcome of a request other than tools/call.
+func otherOutcome(start time.Time, raw json.RawMessage, err error) callOutcome {
+	out := callOutcome{Err: err, Duration: time.Since(start)}
+	if err == nil {
+		out.Result = &upstream.CallResult{Raw: raw}
+	}
 	return out
 }
 
@@ -284,10 +321,25 @@ func peerOrNone(p relay.Peer) relay.Peer {
 // result carrying the classification, so an agent can tell a dead upstream
 // from a refused argument.
 func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage, error) {
-	out := d.funnel(ctx, &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, meta: c.Meta,
+	rq := &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, meta: c.Meta,
 		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta,
-		answerFirst: d.activity.Durability() != activity.DurabilitySync})
+		answerFirst: d.activity.Durability() != activity.DurabilitySync}
+	if c.Answer != nil {
+		rq.early = func(out callOutcome) {
+			res, err := clientAnswer(c, out)
+			c.Answer(res, err, out.record)
+		}
+	}
+	out := d.funnel(ctx, rq)
+	if out.answered {
+		return nil, relay.ErrAnswered
+	}
 	c.Then = out.record
+	return clientAnswer(c, out)
+}
+
+// clientAnswer is what the client of c gets for out.
+func clientAnswer(c *downstream.Call, out callOutcome) (json.RawMessage, error) {
 	if out.Err == nil {
 		return out.Result.Raw, nil
 	}

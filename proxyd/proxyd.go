@@ -253,6 +253,9 @@ func Run(ctx context.Context, opts Options) error {
 	d.requestShutdown()
 	endStreams()
 	d.down.EndStreams()
+	// A call waiting for its client's retry holds the handler of the
+	// client's first request; no retry is taken any more.
+	d.relay.Close()
 	// Each phase has its own budget, so a slow one does not leave the
 	// next without time.
 	phase := func(name string, f func(context.Context) error) {

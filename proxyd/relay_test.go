@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -553,4 +554,80 @@ func TestRelayEveryEra(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A modern client's call on a legacy upstream that asks for input is
+// answered (input_required) while the upstream call waits for the input
+// in the request's handler; that answer closes its connection, so the
+// client's retry, on a new one, is not held behind the handler. A call
+// that asks for nothing keeps its connection. Each round is recorded.
+func TestModernRoundAnsweredWhileLegacyCallWaits(t *testing.T) {
+	up := startRelayUpstream(t)
+	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n", up.url))
+	waitReady(t, td, "legacy")
+	url, token := endpoint(t, td)
+	hc := &http.Client{Timeout: 20 * time.Second}
+	call := func(tool, extra string) (*http.Response, json.RawMessage) {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `"` + extra +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var msg struct {
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil || msg.Result == nil {
+			t.Fatalf("%s: %v, error %s", tool, err, msg.Error)
+		}
+		return resp, msg.Result
+	}
+
+	resp, res := call("legacy__progress", "")
+	if resp.Close || !strings.Contains(string(res), `"done"`) {
+		t.Fatalf("plain call: close %v, result %s", resp.Close, res)
+	}
+
+	resp, res = call("legacy__ask", "")
+	var ir struct {
+		ResultType    string                     `json:"resultType"`
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if err := json.Unmarshal(res, &ir); err != nil || ir.ResultType != "input_required" || len(ir.InputRequests) != 1 || ir.RequestState == "" {
+		t.Fatalf("first round: %s", res)
+	}
+	if !resp.Close {
+		t.Error("the early answer keeps its connection: the retry could queue behind the waiting call")
+	}
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	state, _ := json.Marshal(ir.RequestState)
+	_, res = call("legacy__ask", `,"requestState":`+string(state)+`,"inputResponses":{"`+key+`":{"action":"accept","content":{"name":"Ada"}}}`)
+	if !strings.Contains(string(res), `action=accept content={\"name\":\"Ada\"}`) || !strings.Contains(string(res), `"resultType":"complete"`) {
+		t.Fatalf("retry: %s", res)
+	}
+
+	waitfor.Cond(t, 10*time.Second, "both rounds' activity records", func() (bool, string) {
+		var inputs []string
+		for _, r := range listActivity(t, td) {
+			if r.Tool == "ask" {
+				inputs = append(inputs, r.Inputs)
+			}
+		}
+		slices.Sort(inputs)
+		return slices.Equal(inputs, []string{"elicitation/create=accept", "elicitation/create=asked"}), fmt.Sprint(inputs)
+	})
 }

@@ -2,6 +2,7 @@ package proxyd
 
 import (
 	"bufio"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,4 +58,37 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ended
+}
+
+// A call waiting for its client's retry (a modern client's call on a
+// legacy upstream that asked for input) runs in the handler of the
+// client's first request; shutdown must end it rather than drain it:
+// with a drain budget and a call timeout of an hour, this test hangs
+// unless it does.
+func TestShutdownEndsCallsWaitingForRetries(t *testing.T) {
+	up := startRelayUpstream(t)
+	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: "+up.url+"\n    protocol: legacy\n    timeout: 1h\n",
+		func(o *Options) { o.ShutdownTimeout = time.Hour })
+	waitReady(t, td, "legacy")
+	url, token := endpoint(t, td)
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"legacy__ask",`+
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "legacy__ask")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"input_required"`) {
+		t.Fatalf("first round: %s", body)
+	}
+	if err := td.stop(); err != nil {
+		t.Fatal(err)
+	}
 }

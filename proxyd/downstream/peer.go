@@ -29,6 +29,8 @@ type httpPeer struct {
 	sse   bool
 	ended bool
 	held  bool // events written but not yet pushed to the client
+	// closing: the connection closes after the answer (see closeAfter).
+	closing bool
 }
 
 func (p *httpPeer) Modern() bool     { return p.modern }
@@ -207,10 +209,24 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 		status = httpStatusFor(rpcErr.Code)
 	}
 	h := p.w.Header()
+	if p.closing {
+		h["Connection"] = []string{"close"}
+	}
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(msg))}
 	p.w.WriteHeader(status)
 	_, _ = p.w.Write(msg)
+}
+
+// closeAfter has the connection closed after the answer, which leaves
+// while the handler still runs: HTTP/1.1 would hold the client's next
+// request on the connection until the handler returns. An answer on an
+// SSE stream ends the request for the client, but the stream itself ends
+// with the handler (its headers are out).
+func (p *httpPeer) closeAfter() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closing = true
 }
 
 // close stops writes without a response (the request is gone).

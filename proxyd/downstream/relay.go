@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -36,6 +37,11 @@ type Call struct {
 	// Then, when the backend sets it, runs once the client has its answer
 	// (or has gone): what the client need not wait for.
 	Then func()
+	// Answer, when the endpoint sets it, lets the backend answer the
+	// client before Relay returns (once, from another goroutine; then
+	// runs after the answer is out); Relay then returns
+	// relay.ErrAnswered. See relay.Request.Answer.
+	Answer func(res json.RawMessage, err error, then func())
 }
 
 // Relayer is implemented by backends that relay requests to upstreams (the
@@ -199,24 +205,46 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	if sess != nil {
 		defer sess.track(relay.IDKey(msg.ID), cancel)()
 	}
+	if modern && r.ProtoMajor == 1 {
+		// A modern client's call may be answered (input_required) while
+		// its upstream call goes on in this handler. The connection
+		// closes after that answer: HTTP/1.1 would hold the client's next
+		// request (its retry with the input) until the handler returns.
+		c.Answer = func(res json.RawMessage, err error, then func()) {
+			peer.closeAfter()
+			peer.answer(msg, res, err)
+			if then != nil {
+				then()
+			}
+		}
+	}
 	res, err := rl.Relay(ctx, &c)
+	if errors.Is(err, relay.ErrAnswered) {
+		return true
+	}
 	if ctx.Err() != nil && r.Context().Err() != nil {
 		peer.close() // the client went away: nobody to answer
 		return true
 	}
+	peer.answer(msg, res, err)
+	return true
+}
+
+// answer writes the client's answer to its request msg: res, or err as a
+// JSON-RPC error.
+func (p *httpPeer) answer(msg relay.Message, res json.RawMessage, err error) {
 	if err != nil {
 		rpc, ok := relay.IsRPCError(err)
 		if !ok {
 			rpc = &relay.RPCError{Code: relay.CodeInternal, Message: err.Error()}
 		}
-		peer.finish(msg.ID, nil, rpc)
-		return true
+		p.finish(msg.ID, nil, rpc)
+		return
 	}
-	if modern && msg.Method == string(mcp.MethodResourcesRead) {
+	if p.modern && msg.Method == string(mcp.MethodResourcesRead) {
 		res = withCacheHints(res)
 	}
-	peer.finish(msg.ID, res, nil)
-	return true
+	p.finish(msg.ID, res, nil)
 }
 
 // validModern applies the modern era's checks of a request (protocol

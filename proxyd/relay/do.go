@@ -32,7 +32,19 @@ type Request struct {
 	ProgressToken json.RawMessage
 	// Stats, when set, collects what happened for the activity record.
 	Stats *Stats
+	// Answer, when set, lets the relay answer the client before Do
+	// returns. A modern client's request to a legacy upstream runs on
+	// Do's caller's goroutine; when the upstream asks for input, the
+	// client's round ends with an input_required result (or the error
+	// ending the call), passed to Answer once, from another goroutine,
+	// while the upstream call goes on. Do then returns ErrAnswered when
+	// that call ends: its result waits for the client's retry. Without
+	// Answer such a request's requests for input are refused.
+	Answer func(res json.RawMessage, err error)
 }
+
+// ErrAnswered: Do passed the client its answer through Request.Answer.
+var ErrAnswered = errors.New("the client's request was answered while its upstream call went on")
 
 // Stats is what a relayed request saw: progress notifications and the
 // upstream's requests for input with the client's answers.
@@ -105,18 +117,15 @@ func action(method string, res json.RawMessage, err error) string {
 // Relayer relays requests; it keeps the calls parked between the rounds
 // of a modern client's multi-round-trip exchange with a legacy upstream.
 type Relayer struct {
-	parked  *parkTable
-	workers *workers
+	parked *parkTable
 }
 
 // New returns a Relayer.
-func New() *Relayer { return &Relayer{parked: newParkTable(), workers: newWorkers()} }
+func New() *Relayer { return &Relayer{parked: newParkTable()} }
 
-// Close ends every parked call.
-func (r *Relayer) Close() {
-	r.parked.closeAll()
-	r.workers.close()
-}
+// Close ends every call waiting for its client's retry, and lets no
+// call wait from now on.
+func (r *Relayer) Close() { r.parked.closeAll() }
 
 // Do relays req to up for peer and returns the result for the client, in
 // the client's era.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,8 +35,9 @@ const parkPrefix = "mcpx1."
 func isParkToken(s string) bool { return strings.HasPrefix(s, parkPrefix) }
 
 type parkTable struct {
-	mu    sync.Mutex
-	calls map[string]*parked
+	mu     sync.Mutex
+	calls  map[string]*parked
+	closed bool // proxyd is stopping: no call waits for a retry
 }
 
 func newParkTable() *parkTable { return &parkTable{calls: map[string]*parked{}} }
@@ -73,6 +75,7 @@ func (t *parkTable) take(token string) *parked {
 
 func (t *parkTable) closeAll() {
 	t.mu.Lock()
+	t.closed = true
 	calls := make([]*parked, 0, len(t.calls))
 	for _, p := range t.calls {
 		calls = append(calls, p)
@@ -94,15 +97,40 @@ type parked struct {
 	res    json.RawMessage
 	err    error
 
-	mu     sync.Mutex
-	round  *handler // the client's current round (nil while parked)
-	caps   Caps     // the client's capabilities, as of its last round
-	asks   map[string]*ask
-	order  []string
-	seq    int
-	wake   chan struct{}
-	expiry *time.Timer
+	// The first round runs on its request's goroutine: client is that
+	// request's context, first its client side, answer its Answer, and
+	// answered closes once the helper that answers it early is done.
+	relayer  *Relayer
+	client   context.Context
+	first    *handler
+	answer   func(json.RawMessage, error)
+	answered chan struct{}
+
+	mu      sync.Mutex
+	stage   stage
+	helping bool     // a helper watches the first round
+	round   *handler // the client's current round (nil while parked)
+	caps    Caps     // the client's capabilities, as of its last round
+	asks    map[string]*ask
+	order   []string
+	seq     int
+	wake    chan struct{}
+	expiry  *time.Timer
 }
+
+// stage is where a parked call's first round is.
+type stage int
+
+const (
+	// inFirst: the call runs on its first round's request goroutine.
+	inFirst stage = iota
+	// answeredEarly: the first round was answered (the upstream asked for
+	// input) while the call went on; later rounds pick it up.
+	answeredEarly
+	// overInFirst: the call ended within its first round, which the
+	// request goroutine answers.
+	overInFirst
+)
 
 type ask struct {
 	method string
@@ -116,10 +144,14 @@ func newParkToken() string {
 	return parkPrefix + hex.EncodeToString(b)
 }
 
-// park starts a legacy upstream call for a modern client.
+// park runs a legacy upstream call for a modern client on the caller's
+// goroutine: most calls never ask for input and end there. When the
+// upstream asks, a helper (helpFirst) answers the client's round early
+// with the pending requests and a requestState naming the call, and the
+// call goes on here; its result then waits for the client's retry.
 func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Request, peer Peer) (json.RawMessage, error) {
-	// The call outlives the client's request that started it: it keeps the
-	// request's values and deadline, not its cancellation.
+	// The call may outlive the client's request that started it: it
+	// keeps the request's values and deadline, not its cancellation.
 	cctx := context.WithoutCancel(ctx)
 	var cancel context.CancelFunc
 	if dl, ok := ctx.Deadline(); ok {
@@ -127,24 +159,75 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	} else {
 		cctx, cancel = context.WithTimeout(cctx, parkTTL)
 	}
-	// The call joins the table (with a token) only when it first waits for
-	// the client: most calls never do.
-	p := &parked{method: ex.Method, name: ex.Name, cancel: cancel,
-		done: make(chan struct{}), asks: map[string]*ask{}, wake: make(chan struct{}, 1), caps: peer.Caps()}
-	ex.Handler = p
-	// The first round is attached before the call starts: a notification
-	// the upstream sends at once has a client to go to.
+	// The round is attached before the call starts: a notification the
+	// upstream sends at once has a client to go to. The call joins the
+	// table (with a token) only when it first waits for the client.
 	h := &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
-	p.round = h
-	r.workers.run(func() {
-		defer close(p.done)
-		res, err := up.Relay(cctx, ex)
-		p.res, p.err = res, err
-		// Over: release the deadline's timer and what the context holds
-		// (the client request's values) now, not at the deadline.
-		cancel()
+	p := &parked{method: ex.Method, name: ex.Name, cancel: cancel, done: make(chan struct{}),
+		relayer: r, client: ctx, first: h, answer: req.Answer, answered: make(chan struct{}),
+		round: h, asks: map[string]*ask{}, wake: make(chan struct{}, 1), caps: peer.Caps()}
+	ex.Handler = p
+	// The client leaving during its first round ends the call, as in any
+	// round; once that round is answered, the call waits for the retry.
+	stop := context.AfterFunc(ctx, func() {
+		if p.inStage(inFirst) {
+			cancel()
+		}
 	})
-	return r.run(ctx, p, h)
+	res, err := up.Relay(cctx, ex)
+	stop()
+	p.mu.Lock()
+	early := p.stage == answeredEarly
+	if !early {
+		p.stage = overInFirst
+		p.round = nil
+	}
+	p.mu.Unlock()
+	p.res, p.err = res, err
+	close(p.done)
+	// Over: release the deadline's timer and what the context holds (the
+	// client request's values) now, not at the deadline.
+	cancel()
+	if early {
+		// The request's handler must not end before its answer is out.
+		<-p.answered
+		return nil, ErrAnswered
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ModernResult(res), nil
+}
+
+// helpFirst watches a call's first round once the upstream asks for
+// input, and answers the round early when the call does not end first.
+func (r *Relayer) helpFirst(p *parked) {
+	defer close(p.answered)
+	for {
+		select {
+		case <-p.done:
+			return // the call ended in its first round: its caller answers
+		case <-p.client.Done():
+			return // the client left: the call ends (see park)
+		case <-p.wake:
+			if !p.hasAsks() {
+				continue
+			}
+			if done := p.gather(p.client); done {
+				continue
+			}
+			p.mu.Lock()
+			claimed := p.stage == inFirst
+			if claimed {
+				p.stage = answeredEarly
+			}
+			p.mu.Unlock()
+			if claimed {
+				p.answer(r.askClient(p, p.first))
+			}
+			return
+		}
+	}
 }
 
 // resume picks a parked call up again with the client's answers.
@@ -180,18 +263,11 @@ func (r *Relayer) resume(ctx context.Context, token string, req *Request, peer P
 // run attaches a client round to p and waits until the call completes,
 // needs input, or the client goes away.
 func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessage, error) {
-	p.mu.Lock()
-	p.round = h
-	p.mu.Unlock()
-	detach := func() {
-		p.mu.Lock()
-		p.round = nil
-		p.mu.Unlock()
-	}
+	p.attach(h)
 	for {
 		select {
 		case <-p.done:
-			detach()
+			p.attach(nil)
 			r.parked.remove(p)
 			if p.err != nil {
 				return nil, p.err
@@ -201,31 +277,13 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 			if !p.hasAsks() {
 				continue
 			}
-			// Requests the upstream sends together are asked together: wait
-			// until no more arrive for a moment.
 			if done := p.gather(ctx); done {
 				continue // the call completed or the client left: handled above
 			}
-			detach()
-			res, missing := p.inputRequired()
-			if missing != "" {
-				// The upstream needs what the client did not declare: a
-				// modern server answers that with -32021.
-				p.cancel()
-				r.parked.remove(p)
-				h.stats.addInput(missingMethod(missing), "refused")
-				return nil, missingCapability(missing)
-			}
-			if !r.parked.rekey(p) {
-				p.cancel()
-				return nil, fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
-			}
-			res = WithMember(res, "requestState", strconv.AppendQuote(nil, p.currentToken()))
-			recordRequests(res, h.stats, "asked")
-			return res, nil
+			return r.askClient(p, h)
 		case <-ctx.Done():
 			// The client cancelled or went away during its round.
-			detach()
+			p.attach(nil)
 			p.cancel()
 			r.parked.remove(p)
 			return nil, ctx.Err()
@@ -233,6 +291,31 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 	}
 }
 
+// askClient ends the client's round h with the upstream's pending
+// requests as an input_required result; p waits for the retry.
+func (r *Relayer) askClient(p *parked, h *handler) (json.RawMessage, error) {
+	p.attach(nil)
+	res, missing := p.inputRequired()
+	if missing != "" {
+		// The upstream needs what the client did not declare: a modern
+		// server answers that with -32021.
+		p.cancel()
+		r.parked.remove(p)
+		h.stats.addInput(missingMethod(missing), "refused")
+		return nil, missingCapability(missing)
+	}
+	if err := r.parked.rekey(p); err != nil {
+		p.cancel()
+		return nil, err
+	}
+	res = WithMember(res, "requestState", strconv.AppendQuote(nil, p.currentToken()))
+	recordRequests(res, h.stats, "asked")
+	return res, nil
+}
+
+// Requests the upstream sends together are asked together: a round
+// waits until no more arrive for a moment (gather).
+//
 // gatherWait is how long a round waits for more of the upstream's
 // requests after one arrives; gatherMax bounds the whole wait.
 const (
@@ -267,6 +350,19 @@ func (p *parked) gather(ctx context.Context) bool {
 	}
 }
 
+// attach makes h the client's current round (nil: none).
+func (p *parked) attach(h *handler) {
+	p.mu.Lock()
+	p.round = h
+	p.mu.Unlock()
+}
+
+func (p *parked) inStage(st stage) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stage == st
+}
+
 func (p *parked) hasAsks() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -274,16 +370,18 @@ func (p *parked) hasAsks() bool {
 }
 
 // rekey gives p a new token for its next round, so every input_required
-// carries a requestState of its own; false when too many calls wait for
-// their clients already.
-func (t *parkTable) rekey(p *parked) bool {
+// carries a requestState of its own; an error when p cannot wait.
+func (t *parkTable) rekey(p *parked) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p.mu.Lock()
 	old := p.token
 	p.mu.Unlock()
+	if t.closed {
+		return errors.New("proxyd is stopping: the call cannot wait for the client's input")
+	}
 	if old == "" && len(t.calls) >= maxParked {
-		return false
+		return fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
 	}
 	token := newParkToken()
 	p.mu.Lock()
@@ -292,7 +390,7 @@ func (t *parkTable) rekey(p *parked) bool {
 	delete(t.calls, old)
 	t.calls[token] = p
 	t.rearmLocked(p)
-	return true
+	return nil
 }
 
 func (p *parked) currentToken() string {
@@ -438,6 +536,16 @@ func (p *parked) Accepts(method string) bool {
 // too: if nothing else is pending, the round ends with -32021.
 func (p *parked) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	p.mu.Lock()
+	if p.stage == inFirst && p.answer == nil {
+		// Nobody can take the client's round early (see Request.Answer).
+		p.mu.Unlock()
+		p.first.stats.addInput(method, "refused")
+		return nil, Refusal(method)
+	}
+	if p.stage == inFirst && !p.helping {
+		p.helping = true
+		go p.relayer.helpFirst(p)
+	}
 	p.seq++
 	key := "mcpx-" + strconv.Itoa(p.seq)
 	q := &ask{method: method, params: params, answer: make(chan json.RawMessage, 1)}

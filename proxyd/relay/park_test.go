@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +57,115 @@ func TestMissingCapabilityData(t *testing.T) {
 		if err.Code != CodeMissingCapability || string(err.Data) != tc.want {
 			t.Errorf("%s: got %d %s, want %d %s", tc.method, err.Code, err.Data, CodeMissingCapability, tc.want)
 		}
+	}
+}
+
+// askingUpstream is a legacy upstream whose call asks its client for
+// input, the way upstream.Conn does: the request comes on a goroutine of
+// its own while the call waits, and the call's result carries the answer.
+type askingUpstream struct{}
+
+func (askingUpstream) Modern() bool { return false }
+
+func (askingUpstream) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error) {
+	type answer struct {
+		res json.RawMessage
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := ex.Handler.Ask(ctx, MethodElicitation, json.RawMessage(`{"message":"Who are you?","requestedSchema":{"type":"object"}}`))
+		got <- answer{res, err}
+	}()
+	select {
+	case a := <-got:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return json.RawMessage(`{"content":[],"answer":` + string(a.res) + `}`), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type elicitingPeer struct{ modernPeer }
+
+func (elicitingPeer) Caps() Caps { return Caps{ElicitForm: true} }
+
+// A modern client's call on a legacy upstream runs on the caller's
+// goroutine; when the upstream asks, the client's round is answered early
+// (input_required with a requestState) while the call goes on, the first
+// Do returns ErrAnswered once the call ends, and the client's retry takes
+// the call's result.
+func TestFirstRoundAnsweredEarly(t *testing.T) {
+	r := New()
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	early := make(chan json.RawMessage, 1)
+	first := make(chan error, 1)
+	stats := &Stats{}
+	go func() {
+		_, err := r.Do(ctx, askingUpstream{}, &Request{
+			Exchange: Exchange{Method: "tools/call", Name: "ask", Params: json.RawMessage(`{"name":"ask"}`)},
+			Stats:    stats,
+			Answer: func(res json.RawMessage, err error) {
+				if err != nil {
+					t.Errorf("early answer: %v", err)
+				}
+				early <- res
+			},
+		}, elicitingPeer{})
+		first <- err
+	}()
+	var res json.RawMessage
+	select {
+	case res = <-early:
+	case err := <-first:
+		t.Fatalf("Do returned %v before answering the round", err)
+	case <-ctx.Done():
+		t.Fatal("no early answer")
+	}
+	state := StringMember(res, "requestState")
+	reqs, _ := Member(res, "inputRequests")
+	var asked map[string]json.RawMessage
+	if StringMember(res, "resultType") != "input_required" || !isParkToken(state) || json.Unmarshal(reqs, &asked) != nil || len(asked) != 1 {
+		t.Fatalf("early answer %s", res)
+	}
+	if got := stats.Inputs(); len(got) != 1 || got[0].Action != "asked" {
+		t.Fatalf("first round's inputs %+v", got)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("Do returned %v while the call waits for the retry", err)
+	default:
+	}
+	var key string
+	for k := range asked {
+		key = k
+	}
+	params := json.RawMessage(`{"name":"ask","requestState":"` + state + `","inputResponses":{"` + key + `":{"action":"accept","content":{"name":"Ada"}}}}`)
+	final, err := r.Do(ctx, askingUpstream{}, &Request{Exchange: Exchange{Method: "tools/call", Name: "ask", Params: params}}, elicitingPeer{})
+	if err != nil || !strings.Contains(string(final), `"answer":{"action":"accept","content":{"name":"Ada"}}`) || StringMember(final, "resultType") != "complete" {
+		t.Fatalf("retry = %s, %v", final, err)
+	}
+	if err := <-first; !errors.Is(err, ErrAnswered) {
+		t.Fatalf("first Do = %v, want ErrAnswered", err)
+	}
+}
+
+// Without Request.Answer nobody can take a modern client's round early:
+// the upstream's request is refused, and the call ends on its own.
+func TestFirstRoundWithoutAnswerRefusesAsks(t *testing.T) {
+	r := New()
+	defer r.Close()
+	stats := &Stats{}
+	_, err := r.Do(context.Background(), askingUpstream{}, &Request{Exchange: Exchange{Method: "tools/call", Name: "ask", Params: json.RawMessage(`{"name":"ask"}`)}, Stats: stats}, elicitingPeer{})
+	var rpc *RPCError
+	if !errors.As(err, &rpc) || rpc.Code != CodeMethodNotFound {
+		t.Fatalf("Do = %v, want the refusal", err)
+	}
+	if got := stats.Inputs(); len(got) != 1 || got[0].Action != "refused" {
+		t.Fatalf("inputs %+v", got)
 	}
 }
