@@ -63,7 +63,9 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 	fmt.Fprintf(&report, "\nseparate processes; %s\n", methodNote())
 	fmt.Fprint(&report, reportHeader())
 	up := startProc(b, "url", filepath.Join(dir, "mcpx-fixtures"), "mcp", "--era", "both")
+	// A reverse proxy per era of a cross-era combination (see runCombos).
 	rp := startProc(b, "url", filepath.Join(dir, "rproxy"), strings.TrimSuffix(up, "/mcp"))
+	rp2 := startProc(b, "url", filepath.Join(dir, "rproxy"), strings.TrimSuffix(up, "/mcp"))
 	cfg := filepath.Join(dir, "config.yaml")
 	os.WriteFile(cfg, []byte(benchConfig(up)), 0o600)
 	sock := filepath.Join(dir, "s.sock")
@@ -76,6 +78,6 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 	b.Cleanup(func() { _ = pd.Process.Signal(os.Interrupt); _ = pd.Wait() })
 	pURL := waitUpstreamReady(b, sock)
 	tok, _ := os.ReadFile(filepath.Join(state, "proxyd.token"))
-	runCombos(b, &report, up, rp+"/mcp", pURL, strings.TrimSpace(string(tok)))
+	runCombos(b, &report, up, [2]string{rp + "/mcp", rp2 + "/mcp"}, pURL, strings.TrimSpace(string(tok)))
 	fmt.Println(report.String())
 }

@@ -500,27 +500,30 @@ func reportRatios(b *testing.B, label string, clients int, v verdict) {
 // comboPaths are the paths compared in combination cb: tool on the
 // fixture directly and through the reverse proxy, with a client in the
 // client's era and (cross-era) in the upstream's, and through proxyd.
-func comboPaths(cb combo, upstream, rproxy, proxydURL string, auth map[string]string, tool string, progress bool) []path {
+func comboPaths(cb combo, upstream string, rproxy [2]string, proxydURL string, auth map[string]string, tool string, progress bool) []path {
 	legacy := cb.client == "legacy"
 	era := map[bool]string{true: "L", false: "M"}
 	ps := []path{
 		{name: "direct/" + era[legacy], url: upstream, tool: tool, legacy: legacy, progress: progress},
-		{name: "rproxy/" + era[legacy], url: rproxy, tool: tool, legacy: legacy, progress: progress},
+		{name: "rproxy/" + era[legacy], url: rproxy[0], tool: tool, legacy: legacy, progress: progress},
 		{name: "proxyd", url: proxydURL, headers: auth, tool: proxydPrefix(cb.upstream) + tool, legacy: legacy, progress: progress},
 	}
 	if cb.cross() {
 		ps = append(ps,
 			path{name: "direct/" + era[!legacy], url: upstream, tool: tool, legacy: !legacy, progress: progress},
-			path{name: "rproxy/" + era[!legacy], url: rproxy, tool: tool, legacy: !legacy, progress: progress})
+			path{name: "rproxy/" + era[!legacy], url: rproxy[1], tool: tool, legacy: !legacy, progress: progress})
 	}
 	return ps
 }
 
 // runCombos measures every era combination at 1 and 16 clients against
-// the fixture at upstream, the reverse proxy at rproxy and proxyd at
+// the fixture at upstream, the reverse proxies at rproxy and proxyd at
 // proxydURL, then a call with a progressToken (an SSE answer) per
-// combination at 1 client.
-func runCombos(b *testing.B, report *strings.Builder, upstream, rproxy, proxydURL, token string) {
+// combination at 1 client. A cross-era combination measures the reverse
+// proxy in both eras, each on its own (rproxy[0] in the client's era,
+// rproxy[1] in the other): like proxyd, each then serves one path of
+// the paired run, so neither is kept warmer by the other's calls.
+func runCombos(b *testing.B, report *strings.Builder, upstream string, rproxy [2]string, proxydURL, token string) {
 	auth := map[string]string{"Authorization": "Bearer " + token}
 	for _, cb := range combos {
 		if !selected("MCPX_BENCH_COMBOS", cb.String()) || os.Getenv("MCPX_BENCH_PROGRESS") == "only" {
@@ -613,10 +616,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 64}
-	rpSrv := httptest.NewServer(rp)
+	rpSrv, rpSrv2 := httptest.NewServer(rp), httptest.NewServer(rp)
 	defer rpSrv.Close()
+	defer rpSrv2.Close()
 	pURL, token, stop := startProxyd(b, fx.URL())
 	defer stop()
-	runCombos(b, &report, fx.URL(), rpSrv.URL+"/mcp", pURL, token)
+	runCombos(b, &report, fx.URL(), [2]string{rpSrv.URL + "/mcp", rpSrv2.URL + "/mcp"}, pURL, token)
 	fmt.Println(report.String())
 }
