@@ -566,22 +566,9 @@ func TestModernRoundAnsweredWhileLegacyCallWaits(t *testing.T) {
 	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n", up.url))
 	waitReady(t, td, "legacy")
 	url, token := endpoint(t, td)
-	hc := &http.Client{Timeout: 20 * time.Second}
 	call := func(tool, extra string) (*http.Response, json.RawMessage) {
 		t.Helper()
-		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `"` + extra +
-			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", tool)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := postModernCall(t, url, token, tool, extra)
 		defer resp.Body.Close()
 		var msg struct {
 			Result json.RawMessage `json:"result"`
@@ -630,4 +617,24 @@ func TestModernRoundAnsweredWhileLegacyCallWaits(t *testing.T) {
 		slices.Sort(inputs)
 		return slices.Equal(inputs, []string{"elicitation/create=accept", "elicitation/create=asked"}), fmt.Sprint(inputs)
 	})
+}
+
+// postModernCall posts a modern tools/call of tool (params extra appended
+// to its name) from a client that declares form elicitation.
+func postModernCall(t *testing.T, url, token, tool, extra string) *http.Response {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `"` + extra +
+		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
