@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -101,6 +102,20 @@ func startRelayUpstream(t *testing.T) *relayUpstream {
 			return mcp.NewToolResultText(fmt.Sprintf("action=%s content=%s state=%s", r.Action, content, req.Params.RequestState)), nil
 		}
 		return server.NewInputRequestBuilder("state-1").Elicit("who", mcp.ElicitationParams{
+			Message:         "Who are you?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
+		}).ToolResult(), nil
+	})
+	// progress-ask sends its progress before it asks: the client's round
+	// is an SSE stream by the time it is answered.
+	s.AddTool(mcp.NewTool("progress-ask"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if r := server.ElicitationResponse(req.Params.InputResponses, "who"); r != nil {
+			return mcp.NewToolResultText("answered: " + string(r.Action)), nil
+		}
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			_ = server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/progress", map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "total": 2})
+		}
+		return server.NewInputRequestBuilder("").Elicit("who", mcp.ElicitationParams{
 			Message:         "Who are you?",
 			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
 		}).ToolResult(), nil
@@ -607,6 +622,20 @@ func TestModernRoundAnsweredWhileLegacyCallWaits(t *testing.T) {
 		t.Fatalf("retry: %s", res)
 	}
 
+	// A round that was a stream before the upstream asked: the stream
+	// ends with its answer, though the call goes on (a client reading
+	// it to its end would otherwise wait for the call, which waits for
+	// the client).
+	resp = postModernCallMeta(t, url, token, "legacy__progress-ask", "", `"progressToken":"p-7",`)
+	stream, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("streamed round: %v, %s", err, resp.Header.Get("Content-Type"))
+	}
+	if !strings.Contains(string(stream), `"progressToken":"p-7"`) || !strings.Contains(string(stream), `"input_required"`) {
+		t.Fatalf("streamed round: %s", stream)
+	}
+
 	waitfor.Cond(t, 10*time.Second, "both rounds' activity records", func() (bool, string) {
 		var inputs []string
 		for _, r := range listActivity(t, td) {
@@ -623,8 +652,14 @@ func TestModernRoundAnsweredWhileLegacyCallWaits(t *testing.T) {
 // to its name) from a client that declares form elicitation.
 func postModernCall(t *testing.T, url, token, tool, extra string) *http.Response {
 	t.Helper()
+	return postModernCallMeta(t, url, token, tool, extra, "")
+}
+
+// postModernCallMeta is postModernCall with members added to _meta.
+func postModernCallMeta(t *testing.T, url, token, tool, extra, meta string) *http.Response {
+	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `"` + extra +
-		`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
+		`,"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")

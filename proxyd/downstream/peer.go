@@ -31,6 +31,8 @@ type httpPeer struct {
 	held  bool // events written but not yet pushed to the client
 	// closing: the connection closes after the answer (see closeAfter).
 	closing bool
+	// chunked: the response body is chunked (an HTTP/1.1 request).
+	chunked bool
 }
 
 func (p *httpPeer) Modern() bool     { return p.modern }
@@ -199,11 +201,15 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	p.ended = true
 	// The answer leaves now, not when the handler returns: the call's
 	// bookkeeping runs after it (Call.Then).
-	defer flush(p.w)
 	if p.sse {
 		writeLastEvent(p.w, msg)
+		flush(p.w)
+		if p.closing {
+			p.endStream()
+		}
 		return
 	}
+	defer flush(p.w)
 	status := http.StatusOK
 	if rpcErr != nil && p.modern {
 		status = httpStatusFor(rpcErr.Code)
@@ -220,13 +226,28 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 
 // closeAfter has the connection closed after the answer, which leaves
 // while the handler still runs: HTTP/1.1 would hold the client's next
-// request on the connection until the handler returns. An answer on an
-// SSE stream ends the request for the client, but the stream itself ends
-// with the handler (its headers are out).
+// request on the connection until the handler returns.
 func (p *httpPeer) closeAfter() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closing = true
+}
+
+// endStream ends an SSE answer whose handler goes on (see closeAfter):
+// the connection is taken over, the end of the chunked body written and
+// the connection closed, so a client reading the stream to its end is
+// not held until the handler returns. Where the connection cannot be
+// taken over, the stream ends with the handler.
+func (p *httpPeer) endStream() {
+	conn, buf, err := http.NewResponseController(p.w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if p.chunked {
+		_, _ = buf.WriteString("0\r\n\r\n")
+		_ = buf.Flush()
+	}
 }
 
 // close stops writes without a response (the request is gone).

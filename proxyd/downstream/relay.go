@@ -177,7 +177,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	c := call.Call
 	c.Params = relay.WithoutMember(c.Params, "_meta")
 	c.ProgressToken, c.Meta = splitMeta(meta)
-	peer := &httpPeer{w: w, s: s, server: c.Server, modern: modern, level: -1}
+	peer := &httpPeer{w: w, s: s, server: c.Server, modern: modern, level: -1, chunked: r.ProtoAtLeast(1, 1)}
 	c.CallMeta = CallMeta{Client: "mcp"}
 	if modern {
 		peer.caps = relay.ParseCaps(relayMember(meta, mcp.MetaKeyClientCapabilities))
@@ -209,7 +209,8 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		// A modern client's call may be answered (input_required) while
 		// its upstream call goes on in this handler. The connection
 		// closes after that answer: HTTP/1.1 would hold the client's next
-		// request (its retry with the input) until the handler returns.
+		// request (its retry with the input) until the handler returns,
+		// and an SSE answer's stream would end only then.
 		c.Answer = func(res json.RawMessage, err error, then func()) {
 			peer.closeAfter()
 			peer.answer(msg, res, err)
