@@ -180,7 +180,8 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 					rq.meta = telemetry.WithTraceMeta(rq.meta, m)
 				}
 				req := rq.request(params, stats)
-				relayed := func(raw json.RawMessage, err error) {
+				// got takes the relay's result into the outcome.
+				got := func(raw json.RawMessage, err error) {
 					tcall.EndUpstream()
 					if err == nil {
 						out.Result = upstream.NewCallResult(raw)
@@ -189,7 +190,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 				}
 				if rq.early != nil {
 					req.Answer = func(raw json.RawMessage, err error) {
-						relayed(raw, err)
+						got(raw, err)
 						rq.early(end())
 					}
 				}
@@ -197,7 +198,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 				if errors.Is(err, relay.ErrAnswered) {
 					return callOutcome{answered: true}
 				}
-				relayed(raw, err)
+				got(raw, err)
 			}
 		}
 	}
