@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -114,16 +116,10 @@ func TestServerOutlivesStartingThread(t *testing.T) {
 	defer s.c.Stop()
 	// Wait until the thread is gone (the kernel sends Pdeathsig as it ends).
 	task := fmt.Sprintf("/proc/self/task/%d", s.tid)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(task); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("thread %d still there after 10 s", s.tid)
-		}
-		runtime.Gosched()
-	}
+	waitfor.True(t, 10*time.Second, fmt.Sprintf("thread %d to end", s.tid), func() bool {
+		_, err := os.Stat(task)
+		return os.IsNotExist(err)
+	})
 	ctx := context.Background()
 	for i := range 5 {
 		conn, err := pgx.Connect(ctx, s.c.DSN("postgres"))
