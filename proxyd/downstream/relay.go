@@ -260,32 +260,43 @@ func validModern(r *http.Request, msg relay.Message, meta []byte, metaVersion, v
 	if len(caps) == 0 || caps[0] != '{' {
 		return false
 	}
-	return mcp.ValidateStandardHeaders(r.Header.Get, version, mcp.MCPMethod(msg.Method), nameOnly(msg.Method, msg.Params)) == nil
+	return standardHeadersValid(r.Header.Get, version, msg.Method, msg.Params)
 }
 
-// nameOnly is the part of params the Mcp-Name header is checked against:
-// the member naming the target, as the object it is alone, so the check
-// does not decode the arguments and _meta (params when there is none).
-func nameOnly(method string, params []byte) []byte {
+// standardHeadersValid is the library's check of the standard headers
+// (mcp.ValidateStandardHeaders) without its decoding of params for the
+// common request: a name (or uri) that is a plain string equal to the
+// decoded Mcp-Name passes at once. Anything else gets the library's check,
+// on the naming member alone so the arguments and _meta are not decoded.
+func standardHeadersValid(get func(string) string, version, method string, params []byte) bool {
+	m := mcp.MCPMethod(method)
 	key := ""
-	switch method {
-	case string(mcp.MethodToolsCall), string(mcp.MethodPromptsGet):
+	switch m {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
 		key = "name"
-	case string(mcp.MethodResourcesRead):
+	case mcp.MethodResourcesRead:
 		key = "uri"
 	default:
-		return params
+		return mcp.ValidateStandardHeaders(get, version, m, params) == nil
 	}
 	v, ok := relay.Member(params, key)
 	if !ok {
-		return params
+		return mcp.ValidateStandardHeaders(get, version, m, params) == nil
 	}
-	out := make([]byte, 0, len(key)+len(v)+5)
-	out = append(out, '{', '"')
-	out = append(out, key...)
-	out = append(out, '"', ':')
-	out = append(out, v...)
-	return append(out, '}')
+	if h := get(mcp.HeaderName); h != "" && get(mcp.HeaderMethod) == method {
+		name, isString := relay.String(v)
+		decoded, decodes := mcp.DecodeHeaderValue(h)
+		if isString && decodes && decoded == name {
+			return true
+		}
+	}
+	alone := make([]byte, 0, len(key)+len(v)+5)
+	alone = append(alone, '{', '"')
+	alone = append(alone, key...)
+	alone = append(alone, '"', ':')
+	alone = append(alone, v...)
+	alone = append(alone, '}')
+	return mcp.ValidateStandardHeaders(get, version, m, alone) == nil
 }
 
 func headerLookup(h http.Header) func(string) (string, bool) {

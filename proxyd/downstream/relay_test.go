@@ -6,9 +6,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// The Mcp-Name check on the name member alone decides as the check on
-// the whole params does.
-func TestNameOnlyHeaderCheck(t *testing.T) {
+// The standard headers check decides as the library's check on the whole
+// params does, with and without its shortcuts.
+func TestStandardHeadersCheck(t *testing.T) {
 	const version = "2026-07-28"
 	tests := []struct {
 		method, params, header string
@@ -21,7 +21,15 @@ func TestNameOnlyHeaderCheck(t *testing.T) {
 		{"prompts/get", `{"name":"greet","arguments":{}}`, "greet"},
 		{"resources/read", `{"uri":"file:///a b"}`, "file:///a b"},
 		{"resources/read", `{"uri":"file:///a"}`, "file:///b"},
+		{"resources/read", `{"uri":"file:///a"}`, "=?base64?ZmlsZTovLy9h?="},
+		{"resources/read", `{"uri":"file:///a"}`, "=?base64?not base64?="},
+		{"tools/call", `{"name":"echo"}`, ""},
+		{"tools/call", `{"name":""}`, ""},
+		{"tools/call", `{"name":"a\"b"}`, `a"b`},
+		{"tools/call", `{"name":null}`, ""},
+		{"prompts/get", `{"name":"greet"}`, "echo"},
 		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"x"}}`, ""},
+		{"tools/list", `{}`, ""},
 	}
 	for _, tt := range tests {
 		get := func(h string) string {
@@ -35,9 +43,8 @@ func TestNameOnlyHeaderCheck(t *testing.T) {
 		}
 		m := mcp.MCPMethod(tt.method)
 		whole := mcp.ValidateStandardHeaders(get, version, m, []byte(tt.params)) == nil
-		alone := mcp.ValidateStandardHeaders(get, version, m, nameOnly(tt.method, []byte(tt.params))) == nil
-		if whole != alone {
-			t.Errorf("%s %s with Mcp-Name %q: whole params valid %v, name alone %v", tt.method, tt.params, tt.header, whole, alone)
+		if got := standardHeadersValid(get, version, tt.method, []byte(tt.params)); got != whole {
+			t.Errorf("%s %s with Mcp-Name %q: valid %v, the library says %v", tt.method, tt.params, tt.header, got, whole)
 		}
 	}
 }

@@ -414,28 +414,16 @@ func (c *Conn) recipient(x *exchange, method string, params json.RawMessage) *ex
 }
 
 // progressToken reads a progress notification's token as proxyd issued
-// it (a string); "" for anything else.
+// it (a string); "" for anything else. It is read on every notification of
+// a streamed answer, so it slices rather than decodes.
 func progressToken(params json.RawMessage) string {
-	var p struct {
-		Token json.RawMessage `json:"progressToken"`
-	}
-	if json.Unmarshal(params, &p) != nil || len(p.Token) == 0 || p.Token[0] != '"' {
-		return ""
-	}
-	var t string
-	_ = json.Unmarshal(p.Token, &t)
-	return t
+	return relay.StringMember(params, "progressToken")
 }
 
 // cancelledID reads the request id of a notifications/cancelled as a key.
 func cancelledID(params json.RawMessage) string {
-	var p struct {
-		ID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return ""
-	}
-	return relay.IDKey(p.ID)
+	id, _ := relay.Member(params, "requestId")
+	return relay.IDKey(id)
 }
 
 // answer puts a request of the upstream (sent during exchange x, or nil

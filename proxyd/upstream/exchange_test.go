@@ -258,3 +258,30 @@ func TestStreamedAnswersReuseTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// The token and id readers route notifications; they see any valid JSON
+// the upstream sends as params (parseMessage has checked the message).
+func TestNotificationRoutingKeys(t *testing.T) {
+	for _, tc := range []struct {
+		params    string
+		token, id string
+	}{
+		{`{"progressToken":"mcpx-p-7","progress":1}`, "mcpx-p-7", ""},
+		{`{"progress":1,"progressToken":"a\u00e9b"}`, "aéb", ""},
+		{`{"progressToken":7}`, "", ""},
+		{`{"progressToken":null}`, "", ""},
+		{`{"requestId":"mcpx-e-1","reason":"x"}`, "", "s:mcpx-e-1"},
+		{`{"requestId":12}`, "", "n:12"},
+		{`{"requestId":null}`, "", ""},
+		{`{}`, "", ""},
+		{`[1,2]`, "", ""},
+		{``, "", ""},
+	} {
+		if got := progressToken(json.RawMessage(tc.params)); got != tc.token {
+			t.Errorf("progressToken(%s) = %q, want %q", tc.params, got, tc.token)
+		}
+		if got := cancelledID(json.RawMessage(tc.params)); got != tc.id {
+			t.Errorf("cancelledID(%s) = %q, want %q", tc.params, got, tc.id)
+		}
+	}
+}
