@@ -353,6 +353,9 @@ func (s *Store) setErr(err error) {
 // trims old rows between batches.
 func (s *Store) run() {
 	defer close(s.stopped)
+	// The writer yields the processors to the calls it records (see
+	// writerPriority); its thread ends with it.
+	lowerWriterPriority()
 	batch := make([]Record, 0, s.opts.BatchSize)
 	var flushes []chan error
 	var flushTimer *time.Timer
