@@ -268,6 +268,9 @@ func Run(ctx context.Context, opts Options) error {
 	// Stop taking MCP calls and wait for running ones; the control socket
 	// stays up (status answers) until the end.
 	phase("draining MCP calls", mcpSrv.Shutdown)
+	// An answered call's bookkeeping may still run (a streamed answer's
+	// runs after its handler); its record goes in before the log closes.
+	phase("recording answered calls", func(c context.Context) error { d.answered.wait(c); return nil })
 	phase("closing upstreams", func(c context.Context) error { d.mgr.Close(c); return nil })
 	phase("finishing token refreshes", d.auth.coord.Close)
 	phase("flushing telemetry", d.tel.Shutdown)

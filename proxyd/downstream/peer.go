@@ -224,6 +224,13 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	_, _ = p.w.Write(msg)
 }
 
+// streamed reports whether the answer went out as an SSE stream.
+func (p *httpPeer) streamed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sse
+}
+
 // closeAfter has the connection closed after the answer, which leaves
 // while the handler still runs: HTTP/1.1 would hold the client's next
 // request on the connection until the handler returns.

@@ -35,7 +35,8 @@ type Call struct {
 	Peer     relay.Peer
 	CallMeta CallMeta
 	// Then, when the backend sets it, runs once the client has its answer
-	// (or has gone): what the client need not wait for.
+	// (or has gone): what the client need not wait for. After an SSE
+	// answer it runs on a goroutine of its own.
 	Then func()
 	// Answer, when the endpoint sets it, lets the backend answer the
 	// client before Relay returns (once, from another goroutine; then
@@ -196,7 +197,14 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	}
 	c.Peer = peer
 	defer func() {
-		if c.Then != nil {
+		switch {
+		case c.Then == nil:
+		case peer.streamed():
+			// An SSE answer's body ends when the handler returns (the
+			// chunked encoding's last chunk): the client reading to that
+			// end must not wait for the bookkeeping.
+			go c.Then()
+		default:
 			c.Then()
 		}
 	}()
