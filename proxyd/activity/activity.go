@@ -353,9 +353,12 @@ func (s *Store) setErr(err error) {
 // trims old rows between batches.
 func (s *Store) run() {
 	defer close(s.stopped)
-	// The writer yields the processors to the calls it records (see
-	// writerPriority); its thread ends with it.
-	lowerWriterPriority()
+	// The writer yields the cores to the calls it records (see
+	// writerNice); its thread ends with it. Not with sync durability,
+	// where every call waits for its commit.
+	if s.opts.Durability != DurabilitySync {
+		lowerWriterPriority()
+	}
 	batch := make([]Record, 0, s.opts.BatchSize)
 	var flushes []chan error
 	var flushTimer *time.Timer

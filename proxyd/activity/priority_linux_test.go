@@ -37,7 +37,7 @@ func nicedThreads(t *testing.T) int {
 
 // The writer runs on a thread of its own at a lower priority, and that
 // thread ends with the writer instead of going on to run other goroutines
-// (calls, among them) at that priority.
+// (calls, among them) at that priority; with sync durability it does not.
 func TestWriterThreadYieldsAndEndsWithTheWriter(t *testing.T) {
 	if writerNice != 10 {
 		t.Fatalf("nicedThreads looks for nice 10, the writer runs at %d", writerNice)
@@ -51,4 +51,15 @@ func TestWriterThreadYieldsAndEndsWithTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitfor.True(t, 10*time.Second, "the writer's thread to end", func() bool { return nicedThreads(t) == before })
+
+	// With sync durability every call waits for its commit: the writer
+	// keeps its priority.
+	s = NewStore(openDB(t, store.EngineSQLite), Options{Durability: DurabilitySync})
+	s.Add(Record{Server: "s", Tool: "t"}) // returns once committed: the writer has started
+	if n := nicedThreads(t); n != before {
+		t.Errorf("sync durability: %d threads at the writer's nice value, want %d", n, before)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
