@@ -284,27 +284,28 @@ func standardHeadersValid(get func(string) string, version, method string, param
 		key = "name"
 	case mcp.MethodResourcesRead:
 		key = "uri"
-	default:
-		return mcp.ValidateStandardHeaders(get, version, m, params) == nil
 	}
-	v, ok := relay.Member(params, key)
-	if !ok {
-		return mcp.ValidateStandardHeaders(get, version, m, params) == nil
+	checked := params
+	v, ok := []byte(nil), false
+	if key != "" {
+		v, ok = relay.Member(params, key)
 	}
-	if h := get(mcp.HeaderName); h != "" && get(mcp.HeaderMethod) == method {
-		name, isString := relay.String(v)
-		decoded, decodes := mcp.DecodeHeaderValue(h)
-		if isString && decodes && decoded == name {
-			return true
+	if ok {
+		if h := get(mcp.HeaderName); h != "" && get(mcp.HeaderMethod) == method {
+			name, isString := relay.String(v)
+			decoded, decodes := mcp.DecodeHeaderValue(h)
+			if isString && decodes && decoded == name {
+				return true
+			}
 		}
+		checked = make([]byte, 0, len(key)+len(v)+5)
+		checked = append(checked, '{', '"')
+		checked = append(checked, key...)
+		checked = append(checked, '"', ':')
+		checked = append(checked, v...)
+		checked = append(checked, '}')
 	}
-	alone := make([]byte, 0, len(key)+len(v)+5)
-	alone = append(alone, '{', '"')
-	alone = append(alone, key...)
-	alone = append(alone, '"', ':')
-	alone = append(alone, v...)
-	alone = append(alone, '}')
-	return mcp.ValidateStandardHeaders(get, version, m, alone) == nil
+	return mcp.ValidateStandardHeaders(get, version, m, checked) == nil
 }
 
 func headerLookup(h http.Header) func(string) (string, bool) {
