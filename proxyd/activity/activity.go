@@ -170,6 +170,9 @@ type Store struct {
 	dropped    atomic.Uint64
 	subDropped atomic.Uint64
 	writeErrs  atomic.Uint64
+	// writerThread is the thread the writer lowered to writerNice, 0
+	// until then and where it does not (other OSes, sync durability).
+	writerThread atomic.Int64
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -196,7 +199,14 @@ func NewStore(db *store.DB, opts Options) *Store {
 	s.queue = make(chan item, s.opts.QueueSize)
 	s.kick = make(chan struct{}, 1)
 	s.lastID = db.Engine() == store.EngineSQLite
-	go s.run()
+	if s.opts.Durability == DurabilitySync {
+		// Every call waits for its commit: the writer keeps its priority.
+		go s.run()
+	} else {
+		// The writer yields the cores to the calls it records (see
+		// writerNice).
+		goLowered(s.run, &s.writerThread)
+	}
 	return s
 }
 
@@ -353,12 +363,6 @@ func (s *Store) setErr(err error) {
 // trims old rows between batches.
 func (s *Store) run() {
 	defer close(s.stopped)
-	// The writer yields the cores to the calls it records (see
-	// writerNice); its thread ends with it. Not with sync durability,
-	// where every call waits for its commit.
-	if s.opts.Durability != DurabilitySync {
-		lowerWriterPriority()
-	}
 	batch := make([]Record, 0, s.opts.BatchSize)
 	var flushes []chan error
 	var flushTimer *time.Timer

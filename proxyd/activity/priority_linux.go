@@ -2,6 +2,7 @@ package activity
 
 import (
 	"runtime"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -14,13 +15,49 @@ import (
 // (tens of thousands of records a second). An idle core runs it at once.
 const writerNice = 10
 
-// lowerWriterPriority runs the calling goroutine on a thread of its own at
-// writerNice. The goroutine keeps the thread locked until it exits, so
-// the thread ends with it rather than serving other goroutines.
-func lowerWriterPriority() {
-	runtime.LockOSThread()
+// goLowered runs f on a goroutine of its own, locked to a thread of its
+// own at writerNice, and stores that thread's id in thread (0 where it
+// kept its priority). The goroutine never unlocks, so the thread ends
+// with f rather than going on to serve other goroutines niced.
+func goLowered(f func(), thread *atomic.Int64) {
+	go func() {
+		runtime.LockOSThread()
+		if syscall.Gettid() == syscall.Getpid() {
+			// The main thread never ends: the runtime parks it when its
+			// goroutine exits locked, so the main thread, niced, would
+			// outlive f. Start over on a new goroutine; while this one
+			// holds the main thread, that one locks another.
+			locked := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				close(locked)
+				thread.Store(int64(lowerThisThread()))
+				f()
+			}()
+			<-locked
+			runtime.UnlockOSThread()
+			return
+		}
+		thread.Store(int64(lowerThisThread()))
+		f()
+	}()
+}
+
+// lowerThisThread sets the calling (locked) thread to writerNice and
+// returns its id, or 0 where it keeps its priority.
+func lowerThisThread() int {
+	tid := syscall.Gettid()
 	// PRIO_PROCESS with a thread id is one thread on Linux. Raising one's
-	// own nice value needs no privilege; should it fail, the writer runs
-	// as before.
-	_ = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), writerNice)
+	// own nice value needs no privilege. A process started under nice at
+	// writerNice or above keeps the writer at its own value (never above
+	// the calls', even where privilege would allow it); should a call
+	// fail, the writer runs as before.
+	raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
+	if err != nil || 20-raw >= writerNice { // the kernel returns 20 - nice
+		return 0
+	}
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, writerNice); err != nil {
+		return 0
+	}
+	return tid
 }

@@ -2,6 +2,8 @@
 
 package activity
 
-// lowerWriterPriority leaves the writer's priority as it is: only Linux
-// sets a nice value per thread.
-func lowerWriterPriority() {}
+import "sync/atomic"
+
+// goLowered runs f on a goroutine of its own at the usual priority: only
+// Linux sets a nice value per thread. thread stays 0.
+func goLowered(f func(), thread *atomic.Int64) { go f() }
