@@ -33,6 +33,9 @@ type httpPeer struct {
 	closing bool
 	// chunked: the response body is chunked (an HTTP/1.1 request).
 	chunked bool
+
+	// later: work for after the answer (see relay.Later).
+	later relay.Later
 }
 
 func (p *httpPeer) Modern() bool     { return p.modern }

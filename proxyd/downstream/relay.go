@@ -197,18 +197,33 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	}
 	c.Peer = peer
 	defer func() {
+		work, then := peer.later.Close(), c.Then
 		switch {
-		case c.Then == nil:
+		case work == nil && then == nil:
 		case peer.streamed():
 			// An SSE answer's body ends when the handler returns (the
 			// chunked encoding's last chunk): the client reading to that
-			// end must not wait for the bookkeeping.
-			go c.Then()
+			// end must not wait for the bookkeeping. The work left for
+			// after the answer (an upstream stream's end, read first to
+			// free its connection) shares the goroutine.
+			go func() {
+				if work != nil {
+					work()
+				}
+				if then != nil {
+					then()
+				}
+			}()
 		default:
-			c.Then()
+			if work != nil {
+				go work()
+			}
+			if then != nil {
+				then()
+			}
 		}
 	}()
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(relay.WithLater(r.Context(), &peer.later))
 	defer cancel()
 	if sess != nil {
 		defer sess.track(relay.IDKey(msg.ID), cancel)()

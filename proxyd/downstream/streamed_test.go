@@ -10,29 +10,42 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
-// slowBookkeeping answers a call on an SSE stream (a progress
-// notification, then the result) and leaves bookkeeping that waits for
-// release.
+// slowBookkeeping answers a call, on an SSE stream (a progress
+// notification, then the result) when stream is set, and leaves work for
+// after the answer (relay.AfterAnswer, as the read of an upstream
+// stream's end is) and bookkeeping, both waiting for release and noting
+// in ran that they ran.
 type slowBookkeeping struct {
 	hintBackend
-	release, recorded chan struct{}
+	stream  bool
+	release chan struct{}
+	ran     chan string
 }
 
-func (b *slowBookkeeping) Relay(_ context.Context, c *Call) (json.RawMessage, error) {
-	release, recorded := b.release, b.recorded
+func (b *slowBookkeeping) Relay(ctx context.Context, c *Call) (json.RawMessage, error) {
+	release, ran := b.release, b.ran
+	relay.AfterAnswer(ctx, func() {
+		<-release
+		ran <- "later"
+	})
 	c.Then = func() {
 		<-release
-		close(recorded)
+		ran <- "then"
 	}
-	c.Peer.Notify("notifications/progress", json.RawMessage(`{"progressToken":`+string(c.ProgressToken)+`,"progress":1}`))
+	if b.stream {
+		c.Peer.Notify("notifications/progress", json.RawMessage(`{"progressToken":`+string(c.ProgressToken)+`,"progress":1}`))
+	}
 	return json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`), nil
 }
 
-// A streamed answer ends (its body's last chunk) as soon as the result is
-// out: the client reading the stream to its end does not wait for the
-// call's bookkeeping, which still runs.
+// An answer is out whole (a streamed one's body to its last chunk) while
+// the call's bookkeeping and the work left for after the answer still
+// wait, and both then run; after a streamed answer on one goroutine, the
+// work left first.
 func TestStreamedAnswerEndsBeforeBookkeeping(t *testing.T) {
 	const token = "mcpx_test_token_0123456789abcdef0123456789"
 	b := &slowBookkeeping{}
@@ -41,33 +54,46 @@ func TestStreamedAnswerEndsBeforeBookkeeping(t *testing.T) {
 	srv := httptest.NewServer(s.Handler(token, ""))
 	t.Cleanup(srv.Close)
 	for _, modern := range []bool{false, true} {
-		b.release, b.recorded = make(chan struct{}), make(chan struct{})
-		req := progressCall(t, srv.URL+"/mcp", token, modern)
-		body := make(chan string, 1)
-		go func() {
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				body <- err.Error()
-				return
+		for _, stream := range []bool{true, false} {
+			b.stream, b.release, b.ran = stream, make(chan struct{}), make(chan string, 2)
+			req := progressCall(t, srv.URL+"/mcp", token, modern)
+			body := make(chan string, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					body <- err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				body <- resp.Header.Get("Content-Type") + "\n" + string(b)
+			}()
+			want := "application/json"
+			if stream {
+				want = "text/event-stream"
 			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			body <- resp.Header.Get("Content-Type") + "\n" + string(b)
-		}()
-		select {
-		case got := <-body:
-			if !strings.HasPrefix(got, "text/event-stream") || !strings.Contains(got, `"progress":1`) || !strings.Contains(got, `"text":"ok"`) {
-				t.Fatalf("modern %v: want the progress and the result on a stream, got %s", modern, got)
+			select {
+			case got := <-body:
+				if !strings.HasPrefix(got, want) || stream != strings.Contains(got, `"progress":1`) || !strings.Contains(got, `"text":"ok"`) {
+					t.Fatalf("modern %v, stream %v: want the result as %s, got %s", modern, stream, want, got)
+				}
+			case <-time.After(20 * time.Second):
+				close(b.release)
+				t.Fatalf("modern %v, stream %v: the answer did not end while the bookkeeping waited", modern, stream)
 			}
-		case <-time.After(20 * time.Second):
 			close(b.release)
-			t.Fatalf("modern %v: the stream did not end while the bookkeeping waited", modern)
-		}
-		close(b.release)
-		select {
-		case <-b.recorded:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("modern %v: the bookkeeping did not run", modern)
+			var ran []string
+			for len(ran) < 2 {
+				select {
+				case r := <-b.ran:
+					ran = append(ran, r)
+				case <-time.After(20 * time.Second):
+					t.Fatalf("modern %v, stream %v: only %v of the work after the answer ran", modern, stream, ran)
+				}
+			}
+			if stream && (ran[0] != "later" || ran[1] != "then") {
+				t.Errorf("modern %v: after a streamed answer ran %v, want [later then]", modern, ran)
+			}
 		}
 	}
 }

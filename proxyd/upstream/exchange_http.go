@@ -131,7 +131,8 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 		if rest && stopCancel() {
 			draining = true
-			go drainStream(resp.Body, rcancel)
+			body := resp.Body
+			relay.AfterAnswer(ctx, func() { drainStream(body, rcancel) })
 		}
 		return res, err
 	default:
@@ -314,7 +315,7 @@ const (
 )
 
 // drainStream reads an SSE answer's end after its response, then lets it
-// go. A response body closed unread makes the HTTP client drop its
+// go; it runs once the client has its answer (relay.AfterAnswer). A response body closed unread makes the HTTP client drop its
 // connection, and the next request would dial a new one. cancel ends the
 // request (after drainWait at the latest).
 func drainStream(body io.ReadCloser, cancel context.CancelFunc) {
