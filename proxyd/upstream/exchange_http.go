@@ -67,9 +67,11 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	}
 	// The request may outlive the call by the read of its SSE answer's
 	// end (drainStream); until the call has its answer, the call's end
-	// cancels it. It keeps the call's deadline, so a timeout reads as one.
-	rctx, rcancel := detached(ctx)
-	stopCancel := context.AfterFunc(ctx, rcancel)
+	// cancels it, with the call's cause, so a timeout reads as one (the
+	// transport reports the cause). The call's deadline timer is the one
+	// timer: the request has none of its own.
+	rctx, rcancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopCancel := context.AfterFunc(ctx, func() { rcancel(context.Cause(ctx)) })
 	// Unless an SSE answer's end is left to drainStream, the request ends
 	// with post.
 	var resp *http.Response
@@ -82,7 +84,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 			resp.Body.Close()
 		}
 		stopCancel()
-		rcancel()
+		rcancel(nil)
 	}()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
@@ -315,24 +317,16 @@ const (
 )
 
 // drainStream reads an SSE answer's end after its response, then lets it
-// go; it runs once the client has its answer (relay.AfterAnswer). A response body closed unread makes the HTTP client drop its
-// connection, and the next request would dial a new one. cancel ends the
-// request (after drainWait at the latest).
-func drainStream(body io.ReadCloser, cancel context.CancelFunc) {
-	t := time.AfterFunc(drainWait, cancel)
+// go; it runs once the client has its answer (relay.AfterAnswer). A
+// response body closed unread makes the HTTP client drop its connection,
+// and the next request would dial a new one. cancel ends the request
+// (after drainWait at the latest).
+func drainStream(body io.ReadCloser, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(nil) })
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
 	t.Stop()
 	body.Close()
-	cancel()
-}
-
-// detached is ctx without its cancellation, with its values and deadline.
-func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	d := context.WithoutCancel(ctx)
-	if dl, ok := ctx.Deadline(); ok {
-		return context.WithDeadline(d, dl)
-	}
-	return context.WithCancel(d)
+	cancel(nil)
 }
 
 func max64(a, b time.Duration) time.Duration {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -182,6 +183,19 @@ func TestRelayServerEverything(t *testing.T) {
 				t.Fatalf("result %s", res)
 			}
 		})
+		// A call that runs out its time ends with the deadline's error
+		// (the classifier's timeout), whether it was still waiting for the
+		// answer or reading its stream.
+		for _, progress := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/deadline progress=%v", name, progress), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_, err := c.Relay(ctx, callExchange("trigger-long-running-operation", `{"duration":30,"steps":30}`, &recordingHandler{}, progress))
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("err %v, want the deadline exceeded", err)
+				}
+			})
+		}
 		t.Run(name+"/cancelled", func(t *testing.T) {
 			h := &recordingHandler{}
 			ctx, cancel := context.WithCancel(context.Background())
