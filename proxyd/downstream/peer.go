@@ -206,10 +206,14 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	// bookkeeping runs after it (Call.Then).
 	if p.sse {
 		writeLastEvent(p.w, msg)
-		flush(p.w)
 		if p.closing {
+			flush(p.w)
 			p.endStream()
+			return
 		}
+		// After an SSE answer the handler returns at once (the
+		// bookkeeping has a goroutine of its own): the last event leaves
+		// with the chunked body's end, in one write.
 		return
 	}
 	defer flush(p.w)
