@@ -197,30 +197,28 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	}
 	c.Peer = peer
 	defer func() {
-		work, then := peer.later.Close(), c.Then
-		switch {
-		case work == nil && then == nil:
-		case peer.streamed():
-			// An SSE answer's body ends when the handler returns (the
-			// chunked encoding's last chunk): the client reading to that
-			// end must not wait for the bookkeeping. The work left for
-			// after the answer (an upstream stream's end, read first to
-			// free its connection) shares the goroutine.
-			go func() {
-				if work != nil {
-					work()
-				}
-				if then != nil {
-					then()
-				}
-			}()
-		default:
-			if work != nil {
-				go work()
+		// The work left for after the answer (an upstream stream's end)
+		// goes first, to free its connection, and never holds the
+		// handler.
+		work := peer.later.Close()
+		if !peer.streamed() {
+			if len(work) > 0 {
+				go runEach(work)
 			}
-			if then != nil {
-				then()
+			if c.Then != nil {
+				c.Then()
 			}
+			return
+		}
+		// An SSE answer's body ends when the handler returns (the
+		// chunked encoding's last chunk): the client reading to that end
+		// must not wait for the bookkeeping either, which shares the
+		// work's goroutine.
+		if c.Then != nil {
+			work = append(work, c.Then)
+		}
+		if len(work) > 0 {
+			go runEach(work)
 		}
 	}()
 	ctx, cancel := context.WithCancel(relay.WithLater(r.Context(), &peer.later))
@@ -467,4 +465,11 @@ func withCacheHints(res json.RawMessage) json.RawMessage {
 		}
 	}
 	return relay.WithMember(res, "ttlMs", strconv.AppendInt(nil, int64(ttl), 10))
+}
+
+// runEach runs fns in order.
+func runEach(fns []func()) {
+	for _, f := range fns {
+		f()
+	}
 }

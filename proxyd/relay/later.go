@@ -45,22 +45,12 @@ func (l *Later) add(f func()) bool {
 }
 
 // Close ends l: work left from now on runs at once. It returns the work
-// left so far as one func, in order, or nil if there is none.
-func (l *Later) Close() func() {
+// left so far, in order.
+func (l *Later) Close() []func() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
 	work := l.work
 	l.work = nil
-	switch len(work) {
-	case 0:
-		return nil
-	case 1:
-		return work[0]
-	}
-	return func() {
-		for _, f := range work {
-			f()
-		}
-	}
+	return work
 }

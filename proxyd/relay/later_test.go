@@ -16,14 +16,16 @@ func TestLater(t *testing.T) {
 		t.Fatalf("work ran before Close: %v", order)
 	}
 	work := l.Close()
-	if work == nil {
-		t.Fatal("Close returned no work")
+	if len(work) != 2 {
+		t.Fatalf("Close returned %d funcs, want 2", len(work))
 	}
-	work()
+	for _, f := range work {
+		f()
+	}
 	if len(order) != 2 || order[0] != 1 || order[1] != 2 {
 		t.Fatalf("work ran as %v, want [1 2]", order)
 	}
-	if l.Close() != nil {
+	if len(l.Close()) != 0 {
 		t.Error("a second Close returned work")
 	}
 
@@ -38,7 +40,7 @@ func TestLater(t *testing.T) {
 		}
 	}
 	var empty Later
-	if empty.Close() != nil {
+	if len(empty.Close()) != 0 {
 		t.Error("an empty Later returned work")
 	}
 }
