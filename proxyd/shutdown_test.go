@@ -2,13 +2,18 @@ package proxyd
 
 import (
 	"bufio"
+	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
 
 // An open event stream must not hold shutdown for the whole drain budget:
@@ -79,5 +84,61 @@ func TestShutdownEndsCallsWaitingForRetries(t *testing.T) {
 	}
 	if err := td.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// holdAt blocks the log record with message msg until release is closed,
+// holding Run at that point of its shutdown.
+type holdAt struct {
+	slog.Handler
+	msg     string
+	release chan struct{}
+}
+
+func (h holdAt) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		<-h.release
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// 'mcpx down' returns once the socket stops answering, and 'mcpx up' may
+// follow at once: by then the replica id must be free, although the old
+// process is still exiting. Run is held at its last log line; without
+// leaving the replicas table before the socket goes, the row is still
+// there.
+func TestReplicaLeftBeforeSocketGoes(t *testing.T) {
+	release := make(chan struct{})
+	td := startDaemon(t, "", func(o *Options) {
+		o.Logger = slog.New(holdAt{Handler: slog.NewTextHandler(io.Discard, nil), msg: "proxyd stopped", release: release})
+	})
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := td.client.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := td.client.Status(ctx); api.IsNotRunning(err) {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatal("the socket still answers")
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	db, err := store.Open(filepath.Join(td.stateDir, DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM replicas`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d replica rows once the socket is gone, want 0", n)
 	}
 }
