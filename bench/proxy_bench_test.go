@@ -286,22 +286,37 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int) []timings {
 }
 
 // throughput makes `calls` calls of one path over `clients` workers and
-// returns calls per second.
-func throughput(b *testing.B, p path, clients, calls int) float64 {
+// returns calls per second: end to end with the client library, or, with
+// replay, on the wire (each worker replays its session's call, see
+// replayer).
+func throughput(b *testing.B, p path, clients, calls int, replay bool) float64 {
 	b.Helper()
-	cls := make([]conn, clients)
-	for i := range cls {
-		cls[i] = dial(b, p)
+	calls1 := make([]func(), clients)
+	for i := range calls1 {
+		c := dial(b, p)
+		calls1[i] = func() { p.call(b, c) }
+		if !replay {
+			continue
+		}
+		r, err := newReplayer(b, p, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		calls1[i] = func() {
+			if err := r.call(); err != nil && p.failed.Add(1) == 1 {
+				b.Logf("replayed call of %s on %s: %v", p.tool, p.name, err)
+			}
+		}
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for _, cl := range cls {
+	for _, call := range calls1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(calls) {
-				p.call(b, cl)
+				call()
 			}
 		}()
 	}
@@ -310,20 +325,22 @@ func throughput(b *testing.B, p path, clients, calls int) float64 {
 }
 
 func methodNote() string {
-	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls",
+	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls (w: rows: the library's request replayed without it)",
 		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2)
 }
 
 // reportHeader heads the table; the w: rows repeat the paths' latencies
-// on the wire (see wireClock), which have no throughput.
+// on the wire (see wireClock), their throughput with the library's
+// requests replayed (see replayer).
 func reportHeader() string {
-	return "w: rows are timed on the wire: from the request handed to the transport to the last byte of its answer read\n" +
+	return "w: rows are timed on the wire: from the request handed to the transport to the last byte of its answer read;\n" +
+		"   their calls/s replay the library's request without it (a fresh id per call, the answer read to the end)\n" +
 		fmt.Sprintf("%-14s %-3s %-11s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
 			"p50", "p99", "blk p50", "blk p99", "calls/s", "added p50", "added p99", "blk +p50", "blk +p99", "tput")
 }
 
 // ratios are proxyd's figures over the reverse proxy's: added latency at
-// p50 and p99 by each method, and throughput (end to end only).
+// p50 and p99 by each method, and throughput.
 type ratios struct{ p50, p99, blockP50, blockP99, tput float64 }
 
 // eraRatios are the ratios against one era's baselines by both clocks.
@@ -406,20 +423,24 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 	}
 	lat := latencies(b, paths, clients, reps*callsPerRun)
 	blk := blocks(b, paths, clients, blockCalls, blockRounds)
-	runs := make([][]float64, len(paths))
+	runs, wireRuns := make([][]float64, len(paths)), make([][]float64, len(paths))
 	for range reps {
 		for i, p := range paths {
-			runs[i] = append(runs[i], throughput(b, p, clients, callsPerRun/2))
+			runs[i] = append(runs[i], throughput(b, p, clients, callsPerRun/2, false))
+			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, callsPerRun/2, true))
 		}
 	}
 	n := len(paths)
 	e2e, wire := make([]quantiles, n), make([]quantiles, n)
-	perSec := make([]float64, n)
+	perSec, wirePerSec := make([]float64, n), make([]float64, n)
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
 	for i := range paths {
 		e2e[i] = quantilesOf(lat[i].e2e, blk[i].e2e)
 		wire[i] = quantilesOf(lat[i].wire, blk[i].wire)
-		slices.Sort(runs[i])
-		perSec[i] = runs[i][len(runs[i])/2]
+		perSec[i], wirePerSec[i] = median(runs[i]), median(wireRuns[i])
 	}
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
 	// The rows: each path with its latency added over a direct path d.
@@ -440,9 +461,9 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 	}
 	for _, r := range rows {
 		q, d := wire[r.i], wire[r.d]
-		fmt.Fprintf(report, "%-14s %-3d %-11s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", label, clients, "w:"+r.name,
-			us(q.p50), us(q.p99), us(q.b50), us(q.b99), "-",
-			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), "-")
+		fmt.Fprintf(report, "%-14s %-3d %-11s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, "w:"+r.name,
+			us(q.p50), us(q.p99), us(q.b50), us(q.b99), wirePerSec[r.i],
+			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), 100*wirePerSec[r.i]/wirePerSec[r.d])
 	}
 	for i, p := range paths {
 		total := 2*reps*callsPerRun + blockRounds*blockCalls + 20*clients*n
@@ -461,8 +482,9 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 		fmt.Fprintf(report, "  => %s era: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, s, 100*r.e2e.tput)
 		fmt.Fprintf(report, "SUMMARY %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.e2e.p50, r.e2e.p99, r.e2e.blockP50, r.e2e.blockP99, r.e2e.tput)
 		r.wire, s = addedRatios(wire, d, rp)
-		fmt.Fprintf(report, "  => %s era, on the wire: proxyd added latency vs reverse proxy: %s\n", era, s)
-		fmt.Fprintf(report, "SUMMARY-WIRE %s c%d %s %.3f %.3f %.3f %.3f\n", label, clients, era, r.wire.p50, r.wire.p99, r.wire.blockP50, r.wire.blockP99)
+		r.wire.tput = wirePerSec[pProxyd] / wirePerSec[rp]
+		fmt.Fprintf(report, "  => %s era, on the wire: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, s, 100*r.wire.tput)
+		fmt.Fprintf(report, "SUMMARY-WIRE %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.wire.p50, r.wire.p99, r.wire.blockP50, r.wire.blockP99, r.wire.tput)
 		return r
 	}
 	v := verdict{cross: cross}
@@ -488,8 +510,8 @@ func reportRatios(b *testing.B, label string, clients int, v verdict) {
 			b.ReportMetric(m.r.p99, fmt.Sprintf("%s-c%d-p99-ratio%s", label, clients, m.suffix))
 			b.ReportMetric(m.r.blockP50, fmt.Sprintf("%s-c%d-block-p50-ratio%s", label, clients, m.suffix))
 			b.ReportMetric(m.r.blockP99, fmt.Sprintf("%s-c%d-block-p99-ratio%s", label, clients, m.suffix))
+			b.ReportMetric(m.r.tput, fmt.Sprintf("%s-c%d-tput-ratio%s", label, clients, m.suffix))
 		}
-		b.ReportMetric(r.e2e.tput, fmt.Sprintf("%s-c%d-tput-ratio%s", label, clients, suffix))
 	}
 	metrics("", v.judged())
 	if v.cross {

@@ -23,7 +23,19 @@ type wireClock struct {
 	base      http.RoundTripper
 	total     atomic.Int64 // nanoseconds of the finished exchanges since reset
 	exchanges atomic.Int64 // exchanges finished since reset
+
+	keep atomic.Bool          // record the next POST (see keepNext)
+	last atomic.Pointer[kept] // the POST recorded
 }
+
+// keepNext has the clock record the next POST it carries, for a replayer.
+func (w *wireClock) keepNext() {
+	w.last.Store(nil)
+	w.keep.Store(true)
+}
+
+// kept is the POST recorded since keepNext, or nil.
+func (w *wireClock) kept() *kept { return w.last.Load() }
 
 // clientTransport is the clients' one connection pool. It keeps an idle
 // connection for every client of a run (the default keeps 2 per host), so
@@ -40,6 +52,14 @@ func newWireClock() *wireClock { return &wireClock{base: clientTransport} }
 func (w *wireClock) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost && (req.Method != http.MethodGet || req.Header.Get("Last-Event-ID") == "") {
 		return w.base.RoundTrip(req)
+	}
+	if req.Method == http.MethodPost && req.GetBody != nil && w.keep.CompareAndSwap(true, false) {
+		if body, err := req.GetBody(); err == nil {
+			data, err := io.ReadAll(body)
+			if err == nil {
+				w.last.Store(&kept{url: req.URL.String(), header: req.Header.Clone(), body: data})
+			}
+		}
 	}
 	t0 := time.Now()
 	resp, err := w.base.RoundTrip(req)
