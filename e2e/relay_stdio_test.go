@@ -108,14 +108,32 @@ func runStdioCalls(t *testing.T, ctx context.Context, dial func(p *stdioPeer, op
 
 	// A client that did not declare sampling is not asked, and the call
 	// ends (whatever the era's way of failing it) rather than hanging.
-	bare := dial(&stdioPeer{}, client.WithElicitationHandler(&stdioPeer{}))
-	res, err := bare.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: prefix + "test_sampling", Arguments: map[string]any{"prompt": "?"}}})
-	out.undeclaredFailed = err != nil || res.IsError
-	if ctx.Err() != nil {
-		t.Fatal("the call for a client without sampling did not end")
+	// The MCP library's server (v1.2.1) now and then never sends a legacy
+	// session's sampling request at all (seen directly, without proxyd:
+	// about one call in a hundred under -race, the request id skipped on
+	// the session's stream), and the call then waits for an answer that
+	// cannot come. A call that has not ended in undeclaredWait is made
+	// once more on a new client; one that hangs twice fails the test.
+	for attempt := 1; ; attempt++ {
+		bare := dial(&stdioPeer{}, client.WithElicitationHandler(&stdioPeer{}))
+		cctx, cancel := context.WithTimeout(ctx, undeclaredWait)
+		res, err := bare.CallTool(cctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: prefix + "test_sampling", Arguments: map[string]any{"prompt": "?"}}})
+		hung := cctx.Err() != nil
+		cancel()
+		if !hung {
+			out.undeclaredFailed = err != nil || res.IsError
+			return out
+		}
+		if attempt == 2 || ctx.Err() != nil {
+			t.Fatalf("the call for a client without sampling did not end (%d attempts of %s)", attempt, undeclaredWait)
+		}
+		t.Logf("the call for a client without sampling did not end in %s; once more on a new client", undeclaredWait)
 	}
-	return out
 }
+
+// undeclaredWait bounds one attempt of the call for a client without
+// sampling (it takes milliseconds when it ends at all).
+const undeclaredWait = 15 * time.Second
 
 func TestRelayOverStdioEveryEra(t *testing.T) {
 	fx, err := conformance.Start(conformance.Options{})
