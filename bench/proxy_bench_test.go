@@ -291,10 +291,10 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int) []timings {
 // replayer).
 func throughput(b *testing.B, p path, clients, calls int, replay bool) float64 {
 	b.Helper()
-	calls1 := make([]func(), clients)
-	for i := range calls1 {
+	workers := make([]func(), clients)
+	for i := range workers {
 		c := dial(b, p)
-		calls1[i] = func() { p.call(b, c) }
+		workers[i] = func() { p.call(b, c) }
 		if !replay {
 			continue
 		}
@@ -302,7 +302,7 @@ func throughput(b *testing.B, p path, clients, calls int, replay bool) float64 {
 		if err != nil {
 			b.Fatal(err)
 		}
-		calls1[i] = func() {
+		workers[i] = func() {
 			if err := r.call(); err != nil && p.failed.Add(1) == 1 {
 				b.Logf("replayed call of %s on %s: %v", p.tool, p.name, err)
 			}
@@ -311,7 +311,7 @@ func throughput(b *testing.B, p path, clients, calls int, replay bool) float64 {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for _, call := range calls1 {
+	for _, call := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

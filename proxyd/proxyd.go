@@ -205,15 +205,6 @@ func Run(ctx context.Context, opts Options) error {
 		_ = d.activity.Close()
 		return err
 	}
-	var leaveOnce sync.Once
-	leave := func() {
-		leaveOnce.Do(func() {
-			lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = d.replicas.Leave(lctx)
-		})
-	}
-	defer leave()
 	// Streams (GET listeners, follows, sign-ins, drills) end when shutdown
 	// starts; calls are drained, never cancelled by the signal itself.
 	streams, endStreams := context.WithCancel(context.Background())
@@ -290,7 +281,7 @@ func Run(ctx context.Context, opts Options) error {
 	// The replica id is free before the socket goes: 'mcpx down' returns
 	// when the socket stops answering, and an 'mcpx up' right after it
 	// must not find the id still held by this (still exiting) process.
-	leave()
+	phase("leaving the replicas", d.replicas.Leave)
 	phase("draining socket calls", apiSrv.Shutdown)
 	d.log.Info("proxyd stopped")
 	return runErr

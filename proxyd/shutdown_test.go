@@ -3,6 +3,7 @@ package proxyd
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
@@ -118,17 +120,10 @@ func TestReplicaLeftBeforeSocketGoes(t *testing.T) {
 	if err := td.client.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := td.client.Status(ctx); api.IsNotRunning(err) {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatal("the socket still answers")
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitfor.Cond(t, 20*time.Second, "the socket to stop answering", func() (bool, string) {
+		_, err := td.client.Status(ctx)
+		return api.IsNotRunning(err), fmt.Sprint(err)
+	})
 	db, err := store.Open(filepath.Join(td.stateDir, DBFile))
 	if err != nil {
 		t.Fatal(err)
