@@ -57,10 +57,15 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 				cmd.WaitDelay = 3 * time.Second
+				// Our own stderr writer, not the library's: exec copies it
+				// and Wait returns only once the stream is read to its end,
+				// so a dying child's last words are in before its cause is
+				// written down (the library mirrors asynchronously and
+				// drops what is unread when it closes).
+				cmd.Stderr = stderr
 				c.child.set(cmd)
 				return cmd, nil
 			}),
-			transport.WithCommandStderrWriter(stderr),
 		), nil
 	case config.TransportSSE:
 		hc, err := newHTTPClient(s, c.opts.wrappers(), c.streamBounds())
@@ -120,7 +125,6 @@ func (c *Conn) connect() (time.Duration, error) {
 		Capabilities:    mcp.ClientCapabilities{},
 	}})
 	if err != nil {
-		c.child.settle()
 		_ = cl.Close()
 		return ra.get(), c.child.explain(fmt.Errorf("initialize: %w", describe(err)))
 	}

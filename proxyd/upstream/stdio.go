@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"time"
 )
 
 // stderrTail keeps the last lines a stdio child wrote to stderr, so a
@@ -39,24 +38,8 @@ func (ch *child) tee(next io.Writer) io.Writer {
 	})
 }
 
-// settle gives the stderr copier a moment to deliver a dying child's last
-// words before the transport is closed (closing reaps the child and its
-// pipe, dropping what was not read yet). Failure path only; bounded.
-func (ch *child) settle() {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if ch.cmd == nil {
-		return
-	}
-	for deadline := time.Now().Add(150 * time.Millisecond); len(ch.stderr) == 0 && time.Now().Before(deadline); {
-		ch.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-		ch.mu.Lock()
-	}
-}
-
 // explain wraps err with how the child ended, once it has (call after
-// the transport is closed, which waits for the process).
+// the transport is closed, which waits for the process and its stderr).
 func (ch *child) explain(err error) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()

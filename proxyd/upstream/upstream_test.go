@@ -151,12 +151,23 @@ func TestApplyAddRemoveChange(t *testing.T) {
 	}
 }
 
+// TestStdioCrashingChild: a child that dies during the handshake is
+// explained by how it ended and its last stderr line, also when that line
+// comes well after the first (the whole stream is read before the cause is
+// written down).
 func TestStdioCrashingChild(t *testing.T) {
-	m := newManager(t, config.Server{Name: "crash", Command: "sh", Args: []string{"-c", "echo boom: missing API key >&2; exit 3"}})
-	c, _ := m.Get("crash")
-	st := waitState(t, c, api.StateError)
-	if !strings.Contains(st.LastError, "exit status 3") || !strings.Contains(st.LastError, "boom: missing API key") {
-		t.Fatalf("last error %q does not say how the child ended", st.LastError)
+	for _, tc := range []struct{ name, script string }{
+		{"one line", "echo boom: missing API key >&2; exit 3"},
+		{"last line late", "echo starting >&2; sleep 0.2; echo boom: missing API key >&2; exit 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager(t, config.Server{Name: "crash", Command: "sh", Args: []string{"-c", tc.script}})
+			c, _ := m.Get("crash")
+			st := waitState(t, c, api.StateError)
+			if !strings.Contains(st.LastError, "exit status 3") || !strings.Contains(st.LastError, "boom: missing API key") {
+				t.Fatalf("last error %q does not say how the child ended", st.LastError)
+			}
+		})
 	}
 }
 
