@@ -236,9 +236,18 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 		}
 		held = held[:0]
 	}
-	defer func() { flush() }()
+	var r *sseReader
+	defer func() {
+		flush()
+		if r != nil {
+			r.release()
+		}
+	}()
 	for resumes := 0; ; resumes++ {
-		r := newSSEReader(body, max)
+		if r != nil {
+			r.release()
+		}
+		r = newSSEReader(body, max)
 		r.idle = flush
 		for {
 			ev, err := r.next()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -29,8 +30,29 @@ type sseReader struct {
 	idle func()
 }
 
+// sseReaders keeps readers between answers: every streamed answer needs
+// one, and its 4 KiB buffer was the largest allocation of such a call.
+var sseReaders = sync.Pool{New: func() any { return &sseReader{r: bufio.NewReaderSize(nil, 4096)} }}
+
+// pooledBufMax bounds the event buffer a reader keeps for the next answer.
+const pooledBufMax = 64 << 10
+
 func newSSEReader(body io.Reader, max int64) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(body, 4096), max: int(max)}
+	s := sseReaders.Get().(*sseReader)
+	s.r.Reset(body)
+	s.max, s.buf, s.idle = int(max), s.buf[:0], nil
+	return s
+}
+
+// release hands s back for another answer; neither s nor an event's data
+// it returned may be used after.
+func (s *sseReader) release() {
+	s.r.Reset(nil)
+	s.idle = nil
+	if cap(s.buf) > pooledBufMax {
+		s.buf = nil
+	}
+	sseReaders.Put(s)
 }
 
 // next returns the next event with data (events without data, such as a
