@@ -42,22 +42,7 @@ func niceOf(t *testing.T, task string) (nice int, ok bool) {
 // (calls, among them) at that priority; so it is never the main thread,
 // which the runtime keeps. With sync durability it keeps its priority.
 func TestWriterThreadYieldsAndEndsWithTheWriter(t *testing.T) {
-	// Where the tests run under nice at writerNice or above, or a sandbox
-	// refuses the call (asked by setting this thread's own value), the
-	// writer keeps the process's priority.
-	runtime.LockOSThread()
-	tid := syscall.Gettid()
-	raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
-	if err == nil {
-		err = syscall.Setpriority(syscall.PRIO_PROCESS, tid, 20-raw)
-	}
-	runtime.UnlockOSThread()
-	if err != nil {
-		t.Skipf("a thread cannot set its priority here (%v): the writer keeps it", err)
-	}
-	if base := 20 - raw; base >= writerNice {
-		t.Skipf("the tests run at nice %d: the writer keeps the process's priority", base)
-	}
+	skipUnlessLowered(t)
 	s := NewStore(openDB(t, store.EngineSQLite), Options{})
 	waitfor.True(t, 10*time.Second, "the writer to lower its thread", func() bool { return s.writerThread.Load() != 0 })
 	task := strconv.FormatInt(s.writerThread.Load(), 10)
@@ -80,6 +65,60 @@ func TestWriterThreadYieldsAndEndsWithTheWriter(t *testing.T) {
 	s.Add(Record{Server: "s", Tool: "t"}) // returns once committed: the writer has started
 	if tid := s.writerThread.Load(); tid != 0 {
 		t.Errorf("sync durability: the writer lowered thread %d", tid)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// skipUnlessLowered skips where the writer keeps the process's priority:
+// the tests run under nice at writerNice or above, or a sandbox refuses
+// the call (asked by setting this thread's own value).
+func skipUnlessLowered(t *testing.T) {
+	t.Helper()
+	runtime.LockOSThread()
+	tid := syscall.Gettid()
+	raw, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
+	if err == nil {
+		err = syscall.Setpriority(syscall.PRIO_PROCESS, tid, 20-raw)
+	}
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Skipf("a thread cannot set its priority here (%v): the writer keeps it", err)
+	}
+	if base := 20 - raw; base >= writerNice {
+		t.Skipf("the tests run at nice %d: the writer keeps the process's priority", base)
+	}
+}
+
+// A lowered writer adds a processor for as long as it runs, so that its
+// thread, off the CPU, does not hold one the calls need; with sync
+// durability (not lowered) nothing is added.
+func TestLoweredWriterBringsItsProcessor(t *testing.T) {
+	skipUnlessLowered(t)
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set in the environment: the writer leaves it")
+	}
+	added := func() int {
+		procs.Lock()
+		defer procs.Unlock()
+		return procs.added
+	}
+	// Writers of earlier tests may still be on their way out.
+	waitfor.True(t, 10*time.Second, "no lowered writer to run", func() bool { return added() == 0 })
+	base := runtime.GOMAXPROCS(0)
+
+	s := NewStore(openDB(t, store.EngineSQLite), Options{})
+	waitfor.True(t, 10*time.Second, "GOMAXPROCS to gain one for the writer", func() bool { return runtime.GOMAXPROCS(0) == base+1 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.True(t, 10*time.Second, "GOMAXPROCS to lose the writer's", func() bool { return runtime.GOMAXPROCS(0) == base })
+
+	s = NewStore(openDB(t, store.EngineSQLite), Options{Durability: DurabilitySync})
+	s.Add(Record{Server: "s", Tool: "t"}) // returns once committed: the writer has started
+	if n := runtime.GOMAXPROCS(0); n != base || added() != 0 {
+		t.Errorf("sync durability: GOMAXPROCS %d (was %d), %d writers with a processor of their own", n, base, added())
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
