@@ -36,7 +36,10 @@ var (
 	callsPerRun = envInt("MCPX_BENCH_CALLS", 3000)
 	reps        = envInt("MCPX_BENCH_REPS", 3)
 	blockCalls  = envInt("MCPX_BENCH_BLOCK", 2000)
-	blockRounds = 2
+	// Four rounds, not the two the target asks at least: a block's p99 is
+	// its worst 1%, which one moment of machine noise can make, and
+	// more blocks per path keep one such moment from setting it.
+	blockRounds = envInt("MCPX_BENCH_ROUNDS", 4)
 )
 
 // combo is one combination of protocol eras: the client's, and the one
