@@ -27,7 +27,10 @@ upstreams, flushes state and removes the socket.
 
 Its garbage collector runs at GOGC=400 (fewer collections on the request
 path) with a memory limit 48 MiB above the live heap (so a large heap is
-not multiplied by five); set GOGC or GOMEMLIMIT to override.
+not multiplied by five); set GOGC or GOMEMLIMIT to override. On Linux
+the activity writer runs at a lower priority with a processor of its
+own: GOMAXPROCS is one more than the runtime's choice (set GOMAXPROCS
+to fix it).
 
 Examples:
    mcpx proxyd
