@@ -236,19 +236,12 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 		}
 		held = held[:0]
 	}
-	var r *sseReader
-	defer func() {
-		flush()
-		if r != nil {
-			r.release()
-		}
-	}()
+	defer func() { flush() }()
+	// One reader for the answer, moved to each resumed stream.
+	r := newSSEReader(body, max)
+	defer r.release()
+	r.idle = flush
 	for resumes := 0; ; resumes++ {
-		if r != nil {
-			r.release()
-		}
-		r = newSSEReader(body, max)
-		r.idle = flush
 		for {
 			ev, err := r.next()
 			if ev.hasID {
@@ -315,6 +308,7 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 		}
 		body.Close()
 		body = next
+		r.r.Reset(body)
 	}
 }
 
