@@ -24,18 +24,25 @@ func (c *Conn) run() {
 	for {
 		c.tries.begin()
 		retryAfter, err := c.connect()
-		c.tries.end()
 		if c.ctx.Err() != nil {
+			c.tries.end()
 			c.closeClient()
 			return
 		}
+		delay := backoff
+		if retryAfter > delay {
+			delay = retryAfter
+		}
+		if delay > maxBackoff && retryAfter <= maxBackoff {
+			delay = maxBackoff
+		}
+		c.settle(err, delay)
+		// The attempt ends once its outcome is recorded: a sign-in waiting
+		// on it (ReconnectWait) reads the state this attempt left.
+		c.tries.end()
+		c.opts.changed(c.name)
 		if err == nil {
 			backoff = minBackoff
-			c.mu.Lock()
-			c.attempts = 0
-			c.nextRetry = time.Time{}
-			c.mu.Unlock()
-			c.opts.changed(c.name)
 			readyAt := time.Now()
 			select {
 			case <-c.ctx.Done():
@@ -56,23 +63,7 @@ func (c *Conn) run() {
 				continue
 			}
 		}
-		delay := backoff
-		if retryAfter > delay {
-			delay = retryAfter
-		}
-		if delay > maxBackoff && retryAfter <= maxBackoff {
-			delay = maxBackoff
-		}
-		c.mu.Lock()
-		c.attempts++
-		c.nextRetry = c.opts.now().Add(delay)
-		c.mu.Unlock()
-		var authErr *callerr.AuthError
-		c.signIn.Store(errors.Is(err, transport.ErrAuthorizationRequired) || errors.Is(err, transport.ErrOAuthAuthorizationRequired) ||
-			errors.As(err, &authErr))
-		c.setState(api.StateError, err.Error())
 		c.opts.logger().Warn("upstream connect failed", "server", c.name, "err", err, "retry_in", delay.String())
-		c.opts.changed(c.name)
 		t := time.NewTimer(delay)
 		select {
 		case <-c.ctx.Done():
@@ -87,6 +78,27 @@ func (c *Conn) run() {
 		}
 		c.setState(api.StateConnecting, c.lastError())
 	}
+}
+
+// settle records how a connection attempt ended: ready, or failed with
+// err and the next try after delay.
+func (c *Conn) settle(err error, delay time.Duration) {
+	c.mu.Lock()
+	if err == nil {
+		c.attempts = 0
+		c.nextRetry = time.Time{}
+	} else {
+		c.attempts++
+		c.nextRetry = c.opts.now().Add(delay)
+	}
+	c.mu.Unlock()
+	if err == nil {
+		return
+	}
+	var authErr *callerr.AuthError
+	c.signIn.Store(errors.Is(err, transport.ErrAuthorizationRequired) || errors.Is(err, transport.ErrOAuthAuthorizationRequired) ||
+		errors.As(err, &authErr))
+	c.setState(api.StateError, err.Error())
 }
 
 // Reconnect drops the connection and connects again at once.

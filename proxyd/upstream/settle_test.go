@@ -3,6 +3,11 @@ package upstream
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 // An attempt running when the wait begins (started without the sign-in's
@@ -24,5 +29,28 @@ func TestAttemptsWaitSkipsTheAttemptInFlight(t *testing.T) {
 	a.end()
 	if err := <-done; err != nil {
 		t.Fatalf("wait: %v", err)
+	}
+}
+
+// ReconnectWait returns the state the new attempt left: a failed attempt
+// reads as an error with its reason, never as still connecting, so that a
+// sign-in reports why the server did not come up.
+func TestReconnectWaitReadsTheFailedAttempt(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	url := fx.URL()
+	fx.Close()
+	m := newManager(t, config.Server{Name: "fx", URL: url})
+	c, _ := m.Get("fx")
+	waitState(t, c, api.StateError)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := range 20 {
+		st, err := c.ReconnectWait(ctx)
+		if err != nil {
+			t.Fatalf("reconnect %d: %v", i, err)
+		}
+		if st.State != api.StateError || st.LastError == "" {
+			t.Fatalf("reconnect %d: state %s, last error %q; want the attempt's failure", i, st.State, st.LastError)
+		}
 	}
 }
