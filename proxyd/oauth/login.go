@@ -230,35 +230,6 @@ func StepUpScopes(granted, challenged []string) []string {
 	return out
 }
 
-// StepUp tracks scope step-ups of one server: at most MaxStepUpAttempts.
-type StepUp struct {
-	mu       sync.Mutex
-	attempts int
-}
-
-// Next returns the scopes of the next authorization after a 403 carrying
-// ch, or ErrStepUpLimit once the attempts are spent.
-func (s *StepUp) Next(granted []string, ch *discovery.Challenge) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.attempts >= MaxStepUpAttempts {
-		return nil, fmt.Errorf("%w (%d attempts)", ErrStepUpLimit, s.attempts)
-	}
-	s.attempts++
-	var challenged []string
-	if ch != nil {
-		challenged = strings.Fields(ch.Scope)
-	}
-	return StepUpScopes(granted, challenged), nil
-}
-
-// Reset forgets past attempts (after a call succeeds).
-func (s *StepUp) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.attempts = 0
-}
-
 // CallbackOptions configure the loopback redirect listener.
 type CallbackOptions struct {
 	// PreferredRedirectURI is tried first so that a registered redirect

@@ -271,21 +271,17 @@ func TestLoginExchangeInvalidClientClearsRegistration(t *testing.T) {
 	}
 }
 
-func TestStepUp(t *testing.T) {
-	var s StepUp
-	ch := &discovery.Challenge{Scheme: "Bearer", Error: "insufficient_scope", Scope: "write read"}
-	for i := range MaxStepUpAttempts {
-		got, err := s.Next([]string{"read"}, ch)
-		if err != nil || !slices.Equal(got, []string{"read", "write"}) {
-			t.Fatalf("attempt %d: %v %v", i, got, err)
+func TestStepUpScopes(t *testing.T) {
+	for _, tc := range []struct {
+		granted, challenged, want []string
+	}{
+		{[]string{"read"}, []string{"write", "read"}, []string{"read", "write"}},
+		{nil, []string{"admin"}, []string{"admin"}},
+		{[]string{"read"}, nil, []string{"read"}},
+	} {
+		if got := StepUpScopes(tc.granted, tc.challenged); !slices.Equal(got, tc.want) {
+			t.Errorf("StepUpScopes(%v, %v) = %v, want %v", tc.granted, tc.challenged, got, tc.want)
 		}
-	}
-	if _, err := s.Next([]string{"read"}, ch); !errors.Is(err, ErrStepUpLimit) {
-		t.Fatalf("fourth attempt: %v", err)
-	}
-	s.Reset()
-	if _, err := s.Next(nil, nil); err != nil {
-		t.Fatal(err)
 	}
 }
 

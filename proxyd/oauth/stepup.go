@@ -91,6 +91,14 @@ func (c *Coordinator) PendingStepUp(ctx context.Context, key string) (scopes []s
 	return StepUpScopes(granted, su.challenged), true, nil
 }
 
+// stepUpAwaiting reports a step-up sign-in not yet shown to work.
+func (c *Coordinator) stepUpAwaiting(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.keys[key]
+	return ok && st.stepUp != nil && st.stepUp.attempts > 0 && !st.stepUp.satisfied
+}
+
 // stepUpSucceeded notes a request authorized after a step-up sign-in: no
 // step-up is pending until the next insufficient_scope challenge.
 func (c *Coordinator) stepUpSucceeded(key string) {

@@ -3,9 +3,11 @@ package oauth
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -28,12 +30,7 @@ func TestStepUpThroughTransport(t *testing.T) {
 	defer up.Close()
 	hc := r.httpClient()
 	get := func() int {
-		resp, err := hc.Get(up.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return post(t, hc, up.URL, "tools/list")
 	}
 	ctx := context.Background()
 	if _, ok, _ := r.c.PendingStepUp(ctx, r.key); ok {
@@ -83,7 +80,7 @@ func TestStepUpLimitSurvivesInterleavedSuccess(t *testing.T) {
 	var scope atomic.Value
 	scope.Store("admin")
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.URL.Path == "/init" {
+		if req.URL.Path == "/init" || req.URL.Path == "/ok" {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
@@ -94,11 +91,11 @@ func TestStepUpLimitSurvivesInterleavedSuccess(t *testing.T) {
 	hc := r.httpClient()
 	get := func(path string) {
 		t.Helper()
-		resp, err := hc.Get(up.URL + path)
-		if err != nil {
-			t.Fatal(err)
+		method := "tools/list"
+		if path == "/init" {
+			method = "initialize"
 		}
-		resp.Body.Close()
+		post(t, hc, up.URL+path, method)
 	}
 	ctx := context.Background()
 	get("/call")
@@ -107,14 +104,17 @@ func TestStepUpLimitSurvivesInterleavedSuccess(t *testing.T) {
 			t.Fatalf("step-up %d: ok=%v err=%v", i+1, ok, err)
 		}
 		get("/init") // the reconnect's initialize succeeds
-		get("/call") // and the same scope is refused again
+		// A background reconnect's initialize, answered between the
+		// refusal and the next sign-in, shows nothing either.
+		get("/call")
+		get("/init")
 	}
 	if _, _, err := r.c.PendingStepUp(ctx, r.key); !errors.Is(err, ErrStepUpLimit) {
 		t.Fatalf("want the step-up limit, got %v", err)
 	}
 	// A sign-in after a step-up that worked is ordinary and starts a
 	// new budget for a later refusal.
-	get("/init")
+	get("/ok")
 	if _, ok, _ := r.c.PendingStepUp(ctx, r.key); ok {
 		t.Fatal("step-up pending right after a successful request")
 	}
@@ -132,5 +132,52 @@ func TestStepUpLimitSurvivesInterleavedSuccess(t *testing.T) {
 	}
 	if _, ok, _ := r.c.PendingStepUp(ctx, r.key); ok {
 		t.Fatal("step-up pending after sign-out")
+	}
+}
+
+// post sends a JSON-RPC request for method and returns the status.
+func post(t *testing.T, hc *http.Client, url, method string) int {
+	t.Helper()
+	resp, err := hc.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestConfirmsScope(t *testing.T) {
+	req := func(verb, body, header string) *http.Request {
+		r := httptest.NewRequest(verb, "http://127.0.0.1/mcp", nil)
+		if body != "" {
+			r = httptest.NewRequest(verb, "http://127.0.0.1/mcp", strings.NewReader(body))
+			r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+		}
+		if header != "" {
+			r.Header.Set("Mcp-Method", header)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  *http.Request
+		want bool
+	}{
+		{"tools/list", req("POST", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, ""), true},
+		{"tools/call by header", req("POST", `{}`, "tools/call"), true},
+		{"initialize", req("POST", `{"jsonrpc":"2.0","id":1,"method":"initialize"}`, ""), false},
+		{"notification", req("POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, ""), false},
+		{"answer to the server", req("POST", `{"jsonrpc":"2.0","id":7,"result":{}}`, ""), false},
+		{"batch", req("POST", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`, ""), false},
+		{"not JSON", req("POST", `tools/list`, ""), false},
+		{"stream", req("GET", "", ""), false},
+		{"session end", req("DELETE", "", ""), false},
+		{"body not replayable", httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{"method":"tools/list"}`)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := confirmsScope(tc.req); got != tc.want {
+				t.Fatalf("confirmsScope = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

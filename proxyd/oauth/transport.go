@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	default:
-		if resp.StatusCode < 400 {
+		if resp.StatusCode < 400 && b.c.stepUpAwaiting(b.key) && confirmsScope(req) {
 			b.c.stepUpSucceeded(b.key)
 		}
 		return resp, nil
@@ -125,6 +126,37 @@ func useDPoPNonce(resp *http.Response) bool {
 		}
 	}
 	return false
+}
+
+// confirmsScope reports whether a successful answer to req shows that a
+// step-up sign-in obtained what the server wanted: the protocol's work
+// (a list, a call), not the session setup (initialize, notifications) or
+// a stream (GET, DELETE) that servers let through on lesser scopes. A
+// server that admits initialize and refuses the rest must still meet the
+// step-up limit however its reconnects interleave with the sign-ins.
+func confirmsScope(req *http.Request) bool {
+	if req.Method != http.MethodPost {
+		return false
+	}
+	m := req.Header.Get("Mcp-Method")
+	if m == "" {
+		if req.GetBody == nil {
+			return false
+		}
+		body, err := req.GetBody()
+		if err != nil {
+			return false
+		}
+		defer body.Close()
+		var msg struct {
+			Method string `json:"method"`
+		}
+		if json.NewDecoder(io.LimitReader(body, maxBufferedBody)).Decode(&msg) != nil {
+			return false
+		}
+		m = msg.Method
+	}
+	return m != "" && m != "initialize" && !strings.HasPrefix(m, "notifications/")
 }
 
 func replayable(req *http.Request) bool {
