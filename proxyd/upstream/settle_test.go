@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
-	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 // An attempt running when the wait begins (started without the sign-in's
@@ -36,12 +34,7 @@ func TestAttemptsWaitSkipsTheAttemptInFlight(t *testing.T) {
 // reads as an error with its reason, never as still connecting, so that a
 // sign-in reports why the server did not come up.
 func TestReconnectWaitReadsTheFailedAttempt(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraBoth)
-	url := fx.URL()
-	fx.Close()
-	m := newManager(t, config.Server{Name: "fx", URL: url})
-	c, _ := m.Get("fx")
-	waitState(t, c, api.StateError)
+	c, _ := unreachable(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i := range 20 {

@@ -104,13 +104,20 @@ func TestModernPinnedAgainstLegacyOnlyIsAnError(t *testing.T) {
 	}
 }
 
-func TestUnreachableThenRecovers(t *testing.T) {
+// unreachable returns a server whose upstream is gone, once its first
+// attempt has failed, and the status that attempt left.
+func unreachable(t *testing.T) (*Conn, api.ServerStatus) {
+	t.Helper()
 	fx := startFixture(t, mcpserver.EraBoth)
 	url := fx.URL()
 	fx.Close()
 	m := newManager(t, config.Server{Name: "fx", URL: url})
 	c, _ := m.Get("fx")
-	st := waitState(t, c, api.StateError)
+	return c, waitState(t, c, api.StateError)
+}
+
+func TestUnreachableThenRecovers(t *testing.T) {
+	c, st := unreachable(t)
 	if st.Attempts < 1 {
 		t.Fatalf("attempts %d", st.Attempts)
 	}
