@@ -2,7 +2,6 @@ package oauth
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mcpx-dev/mcpx/internal/discovery"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // NewBearerTransport returns a RoundTripper that sends key's access token
@@ -147,14 +147,12 @@ func confirmsScope(req *http.Request) bool {
 		if err != nil {
 			return false
 		}
-		defer body.Close()
-		var msg struct {
-			Method string `json:"method"`
-		}
-		if json.NewDecoder(io.LimitReader(body, maxBufferedBody)).Decode(&msg) != nil {
+		b, err := io.ReadAll(io.LimitReader(body, maxBufferedBody))
+		_ = body.Close()
+		if err != nil {
 			return false
 		}
-		m = msg.Method
+		m = relay.StringMember(b, "method")
 	}
 	return m != "" && m != "initialize" && !strings.HasPrefix(m, "notifications/")
 }
