@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -202,9 +203,14 @@ func (t *timings) sort() {
 }
 
 // latencies times calls per path over `clients` workers that each call
-// every path in turn, starting from a different one each round: the
-// samples are paired, so a moment of machine noise lands on all paths
-// alike instead of on whichever path was being measured.
+// every path in turn, in a fresh random order each round: the samples are
+// paired, so a moment of machine noise lands on all paths alike instead of
+// on whichever path was being measured. The order is shuffled, not
+// rotated, because a call leaves work behind in the servers it crossed
+// (the library's server ends a modern request's goroutines and collects
+// its garbage after answering), which lands on the call that comes next:
+// in a rotated order each path follows the same neighbour nearly every
+// round, so one path would always pay for the same other path's wake.
 func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 	b.Helper()
 	got := make([][]sample, len(paths))
@@ -213,11 +219,14 @@ func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range clients {
+	for w := range clients {
 		cls := make([]conn, len(paths))
 		for i, p := range paths {
 			cls[i] = dial(b, p)
 		}
+		// A fixed seed per worker: runs shuffle alike.
+		rng := rand.New(rand.NewPCG(uint64(w), 0))
+		order := rng.Perm(len(paths))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -226,8 +235,8 @@ func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 				if n >= calls {
 					return
 				}
-				for k := range paths {
-					i := (n + k) % len(paths)
+				rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+				for _, i := range order {
 					got[i][n] = paths[i].call(b, cls[i])
 				}
 			}
