@@ -53,10 +53,8 @@ func startDaemonProc(b *testing.B, upstream string) *daemonProc {
 	d := &daemonProc{bin: bin, socket: filepath.Join(dir, "s.sock")}
 	d.cmd = exec.Command(bin, "--socket", d.socket, "--config", cfg, "--state-dir", filepath.Join(dir, "state"), "proxyd", "--log-level", "warn")
 	d.cmd.Stderr = io.Discard
-	if err := d.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { d.cmd.Process.Signal(os.Interrupt); d.cmd.Wait() })
+	stop := startTied(b, d.cmd)
+	b.Cleanup(func() { stop(os.Interrupt) })
 	waitUpstreamReady(b, d.socket)
 	return d
 }

@@ -10,7 +10,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/tied"
 )
+
+// startTied starts cmd so that it dies with the benchmark even when the
+// benchmark is killed (see tied), and returns what stops it: a signal,
+// then waiting for it to exit.
+func startTied(b *testing.B, cmd *exec.Cmd) func(os.Signal) {
+	b.Helper()
+	exited := make(chan struct{})
+	if err := tied.Start(cmd, exited); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return func(sig os.Signal) {
+		_ = cmd.Process.Signal(sig)
+		<-exited
+	}
+}
 
 // startProc runs a program and returns the value of its first "key: "
 // line on stdout.
@@ -22,10 +40,8 @@ func startProc(b *testing.B, key string, name string, args ...string) string {
 		b.Fatal(err)
 	}
 	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	kill := startTied(b, cmd)
+	b.Cleanup(func() { kill(os.Kill) })
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -72,10 +88,8 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 	state := filepath.Join(dir, "state")
 	pd := exec.Command(filepath.Join(dir, "mcpx"), "--socket", sock, "--config", cfg, "--state-dir", state, "proxyd", "--log-level", "warn")
 	pd.Stderr = io.Discard
-	if err := pd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = pd.Process.Signal(os.Interrupt); _ = pd.Wait() })
+	stop := startTied(b, pd)
+	b.Cleanup(func() { stop(os.Interrupt) })
 	pURL := waitUpstreamReady(b, sock)
 	tok, _ := os.ReadFile(filepath.Join(state, "proxyd.token"))
 	runCombos(b, &report, up, [2]string{rp + "/mcp", rp2 + "/mcp"}, pURL, strings.TrimSpace(string(tok)))

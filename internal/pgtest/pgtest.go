@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +29,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mcpx-dev/mcpx/internal/tied"
 )
 
 // EnvRequire, when set to 1, turns missing PostgreSQL binaries from a skip
@@ -133,9 +134,9 @@ func Start() (*Cluster, error) {
 		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB",
 		"-c", "unix_socket_permissions=0777")
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
 	// The server dies with the test binary even when it is killed.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := startOnOwnThread(c.cmd, c.exited); err != nil {
+	if err := tied.Start(c.cmd, c.exited); err != nil {
 		_ = c.log.Close()
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("postgres: start server: %w", err)
@@ -146,25 +147,6 @@ func Start() (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// startOnOwnThread starts cmd from an OS thread kept for it until the
-// server has exited. Pdeathsig fires when the thread that started the
-// child ends, not the process, and the Go runtime ends a thread when a
-// goroutine locked to it returns: any test goroutine that locks its
-// thread would otherwise kill the cluster if it happened to run on the
-// thread that started it.
-func startOnOwnThread(cmd *exec.Cmd, exited <-chan struct{}) error {
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			<-exited
-		}
-	}()
-	return <-started
 }
 
 // runAs is the credential of the server's user when we are root, else nil
