@@ -19,11 +19,10 @@ import (
 // then waiting for it to exit.
 func startTied(b *testing.B, cmd *exec.Cmd) func(os.Signal) {
 	b.Helper()
-	exited := make(chan struct{})
-	if err := tied.Start(cmd, exited); err != nil {
+	exited, err := tied.Start(cmd)
+	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = cmd.Wait(); close(exited) }()
 	return func(sig os.Signal) {
 		_ = cmd.Process.Signal(sig)
 		<-exited

@@ -49,7 +49,7 @@ type Cluster struct {
 	dir     string // temporary root: data/ and the socket
 	sockDir string
 	cmd     *exec.Cmd
-	exited  chan struct{}
+	exited  <-chan struct{}
 	log     *os.File
 	seq     atomic.Int64
 }
@@ -108,7 +108,7 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: temp dir: %w", err)
 	}
-	c := &Cluster{dir: dir, sockDir: dir, exited: make(chan struct{})}
+	c := &Cluster{dir: dir, sockDir: dir}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			_ = os.RemoveAll(dir)
@@ -136,12 +136,11 @@ func Start() (*Cluster, error) {
 	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
 	// The server dies with the test binary even when it is killed.
-	if err := tied.Start(c.cmd, c.exited); err != nil {
+	if c.exited, err = tied.Start(c.cmd); err != nil {
 		_ = c.log.Close()
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("postgres: start server: %w", err)
 	}
-	go func() { _ = c.cmd.Wait(); close(c.exited) }()
 	if err := c.waitReady(30 * time.Second); err != nil {
 		_ = c.Stop()
 		return nil, err

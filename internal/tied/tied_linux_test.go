@@ -22,18 +22,21 @@ const helperEnv = "MCPX_TIED_HELPER"
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		cmd := exec.Command("sleep", "600")
-		exited := make(chan struct{})
-		start := cmd.Start
+		wait := func() { _ = cmd.Wait() }
+		var err error
 		if mode == "tied" {
-			start = func() error { return Start(cmd, exited) }
+			var exited <-chan struct{}
+			exited, err = Start(cmd)
+			wait = func() { <-exited }
+		} else {
+			err = cmd.Start()
 		}
-		if err := start(); err != nil {
+		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
-		go func() { _ = cmd.Wait(); close(exited) }()
 		fmt.Println(cmd.Process.Pid)
-		<-exited
+		wait() // killed before the child ends
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -90,7 +93,8 @@ func orphan(t *testing.T, mode string) int {
 }
 
 // alive reports whether pid is a running process (not gone, not a
-// zombie waiting for its reaper).
+// zombie waiting for its reaper). store.ProcessAlive does the same for
+// proxyd, which internal packages do not import.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -4,6 +4,17 @@ package tied
 
 import "os/exec"
 
-// Start starts cmd. Only Linux has a parent-death signal; elsewhere the
-// child outlives a killed parent.
-func Start(cmd *exec.Cmd, _ <-chan struct{}) error { return cmd.Start() }
+// Start starts cmd and waits for it; the channel is closed once cmd has
+// exited. Only Linux has a parent-death signal; elsewhere the child
+// outlives a killed parent.
+func Start(cmd *exec.Cmd) (<-chan struct{}, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return exited, nil
+}
