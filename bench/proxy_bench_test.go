@@ -108,19 +108,20 @@ type path struct {
 	progress bool
 }
 
-// conn is an MCP client session on a path, with the clock on its socket.
+// conn is an MCP client session on a path, with the tap under its
+// transport.
 type conn struct {
 	*client.Client
-	wire *wireClock
+	tap *tap
 }
 
 // dial opens an initialised MCP client session on p.
 func dial(b *testing.B, p path) conn {
 	b.Helper()
 	ctx := context.Background()
-	wire := newWireClock()
+	tp := newTap()
 	tr, err := transport.NewStreamableHTTP(p.url, transport.WithHTTPHeaders(p.headers),
-		transport.WithHTTPBasicClient(&http.Client{Transport: wire}),
+		transport.WithHTTPBasicClient(&http.Client{Transport: tp}),
 		transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		b.Fatal(err)
@@ -138,7 +139,7 @@ func dial(b *testing.B, p path) conn {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cl.Close() })
-	c := conn{Client: cl, wire: wire}
+	c := conn{Client: cl, tap: tp}
 	// Warm the connection and caches.
 	for range 20 {
 		p.call(b, c)
@@ -146,35 +147,34 @@ func dial(b *testing.B, p path) conn {
 	return c
 }
 
-// sample is one call's latency, end to end (around the client library's
-// CallTool) and on the wire (see wireClock); ok: the call succeeded.
+// sample is one call's latency; ok: the call succeeded.
 type sample struct {
-	e2e, wire time.Duration
-	ok        bool
+	took time.Duration
+	ok   bool
 }
 
-// call calls the path's tool once and times it. A failure is counted, not
-// fatal, and its latency is left out: an SSE answer of the library's
-// server carried by the reverse proxy now and then ends without the
-// response (about one call in a hundred; the client reports "unexpected
-// nil response"), which is the baseline's defect, not the time of a call.
-// compare fails the run when proxyd loses more than 1% of its calls or a
-// baseline path more than 5%. So is a call that took
-// other than one exchange (a resumed answer, a retried request): the
-// fixture and proxyd give no event IDs to resume with, nor ask for input,
-// so every call should be one POST, and one that is not is not comparable.
+// call calls the path's tool once with the client library and times it
+// end to end, around CallTool. A failure is counted, not fatal, and its
+// latency is left out: an SSE answer of the library's server carried by
+// the reverse proxy now and then ends without the response (about one
+// call in a hundred; the client reports "unexpected nil response"), which
+// is the baseline's defect, not the time of a call. compare fails the run
+// when proxyd loses more than 1% of its calls or a baseline path more
+// than 5%. So is a call that took other than one exchange (a resumed
+// answer, a retried request): the fixture and proxyd give no event IDs to
+// resume with, nor ask for input, so every call should be one POST, and
+// one that is not is not comparable.
 func (p path) call(b *testing.B, c conn) sample {
-	c.wire.reset()
+	c.tap.reset()
 	t0 := time.Now()
 	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: map[string]any{"text": "benchmark payload"}}}
 	if p.progress {
 		req.Params.Meta = &mcp.Meta{ProgressToken: "bench"}
 	}
 	res, err := c.CallTool(context.Background(), req)
-	e2e := time.Since(t0)
-	wire, exchanges := c.wire.took()
-	if err == nil && exchanges != 1 {
-		err = fmt.Errorf("the call made %d HTTP exchanges, not one", exchanges)
+	took := time.Since(t0)
+	if n := c.tap.took(); err == nil && n != 1 {
+		err = fmt.Errorf("the call made %d HTTP exchanges, not one", n)
 	}
 	if err != nil || res.IsError {
 		if p.failed.Add(1) == 1 {
@@ -182,24 +182,28 @@ func (p path) call(b *testing.B, c conn) sample {
 		}
 		return sample{}
 	}
-	return sample{e2e, wire, true}
+	return sample{took, true}
 }
 
-// timings are one path's call latencies, sorted, by both clocks.
-type timings struct{ e2e, wire []time.Duration }
+// caller opens a client session on a path and returns its call: one
+// call of the path's tool, timed.
+type caller func(b *testing.B, p path) func() sample
+
+// viaLibrary calls with the MCP client library (end to end; see
+// path.call).
+func viaLibrary(b *testing.B, p path) func() sample {
+	c := dial(b, p)
+	return func() sample { return p.call(b, c) }
+}
+
+// timings are one path's call latencies, sorted once all are in.
+type timings []time.Duration
 
 // add takes the sample of a call that succeeded.
 func (t *timings) add(s sample) {
-	if !s.ok {
-		return
+	if s.ok {
+		*t = append(*t, s.took)
 	}
-	t.e2e = append(t.e2e, s.e2e)
-	t.wire = append(t.wire, s.wire)
-}
-
-func (t *timings) sort() {
-	slices.Sort(t.e2e)
-	slices.Sort(t.wire)
 }
 
 // latencies times calls per path over `clients` workers that each call
@@ -211,7 +215,7 @@ func (t *timings) sort() {
 // its garbage after answering), which lands on the call that comes next:
 // in a rotated order each path follows the same neighbour nearly every
 // round, so one path would always pay for the same other path's wake.
-func latencies(b *testing.B, paths []path, clients, calls int) []timings {
+func latencies(b *testing.B, paths []path, clients, calls int, how caller) []timings {
 	b.Helper()
 	got := make([][]sample, len(paths))
 	for i := range got {
@@ -220,9 +224,9 @@ func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range clients {
-		cls := make([]conn, len(paths))
+		cls := make([]func() sample, len(paths))
 		for i, p := range paths {
-			cls[i] = dial(b, p)
+			cls[i] = how(b, p)
 		}
 		// A fixed seed per worker: runs shuffle alike.
 		rng := rand.New(rand.NewPCG(uint64(w), 0))
@@ -237,7 +241,7 @@ func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 				}
 				rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 				for _, i := range order {
-					got[i][n] = paths[i].call(b, cls[i])
+					got[i][n] = cls[i]()
 				}
 			}
 		}()
@@ -248,7 +252,7 @@ func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 		for _, s := range got[i] {
 			lat[i].add(s)
 		}
-		lat[i].sort()
+		slices.Sort(lat[i])
 	}
 	return lat
 }
@@ -256,13 +260,13 @@ func latencies(b *testing.B, paths []path, clients, calls int) []timings {
 // blocks times calls per path in warm sequential blocks: all clients call
 // one path for a block of `calls` calls, then the next path, the paths
 // alternating block by block (and the order rotating each round).
-func blocks(b *testing.B, paths []path, clients, calls, rounds int) []timings {
+func blocks(b *testing.B, paths []path, clients, calls, rounds int, how caller) []timings {
 	b.Helper()
-	cls := make([][]conn, clients)
+	cls := make([][]func() sample, clients)
 	for i := range cls {
-		cls[i] = make([]conn, len(paths))
+		cls[i] = make([]func() sample, len(paths))
 		for k, p := range paths {
-			cls[i][k] = dial(b, p)
+			cls[i][k] = how(b, p)
 		}
 	}
 	lat := make([]timings, len(paths))
@@ -281,7 +285,7 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int) []timings {
 						if n >= calls {
 							return
 						}
-						got[n] = paths[i].call(b, cls[w][i])
+						got[n] = cls[w][i]()
 					}
 				}()
 			}
@@ -292,33 +296,18 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int) []timings {
 		}
 	}
 	for i := range lat {
-		lat[i].sort()
+		slices.Sort(lat[i])
 	}
 	return lat
 }
 
-// throughput makes `calls` calls of one path over `clients` workers and
-// returns calls per second: end to end with the client library, or, with
-// replay, on the wire (each worker replays its session's call, see
-// replayer).
-func throughput(b *testing.B, p path, clients, calls int, replay bool) float64 {
+// throughput makes `calls` calls of one path over `clients` workers, each
+// calling as how has it, and returns calls per second.
+func throughput(b *testing.B, p path, clients, calls int, how caller) float64 {
 	b.Helper()
-	workers := make([]func(), clients)
+	workers := make([]func() sample, clients)
 	for i := range workers {
-		c := dial(b, p)
-		workers[i] = func() { p.call(b, c) }
-		if !replay {
-			continue
-		}
-		r, err := newReplayer(b, p, c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		workers[i] = func() {
-			if err := r.call(); err != nil && p.failed.Add(1) == 1 {
-				b.Logf("replayed call of %s on %s: %v", p.tool, p.name, err)
-			}
-		}
+		workers[i] = how(b, p)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -337,16 +326,16 @@ func throughput(b *testing.B, p path, clients, calls int, replay bool) float64 {
 }
 
 func methodNote() string {
-	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls (w: rows: the library's request replayed without it)",
+	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire",
 		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2)
 }
 
-// reportHeader heads the table; the w: rows repeat the paths' latencies
-// on the wire (see wireClock), their throughput with the library's
-// requests replayed (see replayer).
+// reportHeader heads the table; the w: rows repeat each measurement on
+// the wire, with the library's request replayed without it (see
+// replayer).
 func reportHeader() string {
-	return "w: rows are timed on the wire: from the request handed to the transport to the last byte of its answer read;\n" +
-		"   their calls/s replay the library's request without it (a fresh id per call, the answer read to the end)\n" +
+	return "rows without w: are timed around the client library's CallTool;\n" +
+		"w: rows replay the library's request without it (a fresh id per call), timed from sending it to the end of its answer\n" +
 		fmt.Sprintf("%-14s %-3s %-11s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
 			"p50", "p99", "blk p50", "blk p99", "calls/s", "added p50", "added p99", "blk +p50", "blk +p99", "tput")
 }
@@ -433,13 +422,19 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 	for i := range paths {
 		paths[i].failed = &atomic.Int64{}
 	}
-	lat := latencies(b, paths, clients, reps*callsPerRun)
-	blk := blocks(b, paths, clients, blockCalls, blockRounds)
+	lat := latencies(b, paths, clients, reps*callsPerRun, viaLibrary)
+	blk := blocks(b, paths, clients, blockCalls, blockRounds, viaLibrary)
+	// Again on the wire: the library's CPU per call (its modern client's
+	// about twice its legacy one's) takes the cores the servers and
+	// proxies need, most of all at 16 clients, and in a cross-era row it
+	// would count against whichever path has the dearer client.
+	wlat := latencies(b, paths, clients, reps*callsPerRun, replayed)
+	wblk := blocks(b, paths, clients, blockCalls, blockRounds, replayed)
 	runs, wireRuns := make([][]float64, len(paths)), make([][]float64, len(paths))
 	for range reps {
 		for i, p := range paths {
-			runs[i] = append(runs[i], throughput(b, p, clients, callsPerRun/2, false))
-			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, callsPerRun/2, true))
+			runs[i] = append(runs[i], throughput(b, p, clients, callsPerRun/2, viaLibrary))
+			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, callsPerRun/2, replayed))
 		}
 	}
 	n := len(paths)
@@ -450,8 +445,8 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 		return v[len(v)/2]
 	}
 	for i := range paths {
-		e2e[i] = quantilesOf(lat[i].e2e, blk[i].e2e)
-		wire[i] = quantilesOf(lat[i].wire, blk[i].wire)
+		e2e[i] = quantilesOf(lat[i], blk[i])
+		wire[i] = quantilesOf(wlat[i], wblk[i])
 		perSec[i], wirePerSec[i] = median(runs[i]), median(wireRuns[i])
 	}
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
@@ -478,7 +473,7 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), 100*wirePerSec[r.i]/wirePerSec[r.d])
 	}
 	for i, p := range paths {
-		total := 2*reps*callsPerRun + blockRounds*blockCalls + 20*clients*n
+		total := 3*reps*callsPerRun + 2*blockRounds*blockCalls + 40*clients*n
 		if n := p.failed.Load(); n > 0 {
 			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, n, total)
 			if limit := int64(total) / 20; i == pProxyd && n*100 > int64(total) || n > limit {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // kept is a POST the client library made: its URL, headers and body.
@@ -19,11 +20,11 @@ type kept struct {
 
 // replayer makes one session's tool call again and again without the
 // client library: the request the library made, byte for byte, with a
-// fresh JSON-RPC id each time, and its answer read to the end. Throughput
-// on the wire is measured with it: the libraries' own encoding and
-// decoding cost about twice as much in the modern era as in the legacy
-// one, and on a shared machine that CPU would otherwise count against
-// whichever path's client is the dearer, not against the path.
+// fresh JSON-RPC id each time, and its answer read to the end. Latency
+// and throughput on the wire are measured with it: the libraries' own
+// encoding and decoding cost about twice as much in the modern era as in
+// the legacy one, and on a shared machine that CPU would otherwise count
+// against whichever path's client is the dearer, not against the path.
 type replayer struct {
 	url            string
 	header         http.Header
@@ -37,7 +38,7 @@ func newReplayer(b *testing.B, p path, c conn) (*replayer, error) {
 	// its response (see path.call), and each such call is counted failed.
 	recorded := false
 	for range 3 {
-		c.wire.keepNext()
+		c.tap.keepNext()
 		if recorded = p.call(b, c).ok; recorded {
 			break
 		}
@@ -45,7 +46,7 @@ func newReplayer(b *testing.B, p path, c conn) (*replayer, error) {
 	if !recorded {
 		return nil, fmt.Errorf("recording a call of %s on %s failed three times", p.tool, p.name)
 	}
-	k := c.wire.kept()
+	k := c.tap.kept()
 	if k == nil {
 		return nil, fmt.Errorf("the call of %s on %s made no POST", p.tool, p.name)
 	}
@@ -73,6 +74,26 @@ func newReplayer(b *testing.B, p path, c conn) (*replayer, error) {
 		// Far above the library's own ids in the session.
 		next: 1 << 40,
 	}, nil
+}
+
+// replayed calls by replaying the library's recorded call (see replayer),
+// timed from sending the request to the end of its answer, on both clocks.
+func replayed(b *testing.B, p path) func() sample {
+	r, err := newReplayer(b, p, dial(b, p))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() sample {
+		t0 := time.Now()
+		if err := r.call(); err != nil {
+			if p.failed.Add(1) == 1 {
+				b.Logf("replayed call of %s on %s: %v", p.tool, p.name, err)
+			}
+			return sample{}
+		}
+		d := time.Since(t0)
+		return sample{d, true}
+	}
 }
 
 // call sends the request once and reads its answer, which must be a
