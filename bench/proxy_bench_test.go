@@ -96,6 +96,9 @@ func envInt(name string, def int) int {
 type path struct {
 	// failed counts failed calls (see call).
 	failed *atomic.Int64
+	// unnotified counts replayed answers to a call with a progressToken
+	// that carried no progress notification.
+	unnotified *atomic.Int64
 
 	name    string
 	url     string
@@ -421,6 +424,9 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 	b.Helper()
 	for i := range paths {
 		paths[i].failed = &atomic.Int64{}
+		if paths[i].progress {
+			paths[i].unnotified = &atomic.Int64{}
+		}
 	}
 	lat := latencies(b, paths, clients, reps*callsPerRun, viaLibrary)
 	blk := blocks(b, paths, clients, blockCalls, blockRounds, viaLibrary)
@@ -471,6 +477,11 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 		fmt.Fprintf(report, "%-14s %-3d %-11s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, "w:"+r.name,
 			us(q.p50), us(q.p99), us(q.b50), us(q.b99), wirePerSec[r.i],
 			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), 100*wirePerSec[r.i]/wirePerSec[r.d])
+	}
+	for _, p := range paths {
+		if p.unnotified != nil && p.unnotified.Load() > 0 {
+			fmt.Fprintf(report, "  (%s: %d replayed answers without their progress notification)\n", p.name, p.unnotified.Load())
+		}
 	}
 	for i, p := range paths {
 		total := 3*reps*callsPerRun + 2*blockRounds*blockCalls + 40*clients*n

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -30,6 +31,9 @@ type replayer struct {
 	header         http.Header
 	prefix, suffix []byte // the body around the id's digits
 	next           int64
+	// unnotified, when set, counts answers without a progress
+	// notification.
+	unnotified *atomic.Int64
 }
 
 // newReplayer records one call of p on c and returns its replayer.
@@ -83,6 +87,7 @@ func replayed(b *testing.B, p path) func() sample {
 	if err != nil {
 		b.Fatal(err)
 	}
+	r.unnotified = p.unnotified
 	return func() sample {
 		t0 := time.Now()
 		if err := r.call(); err != nil {
@@ -122,6 +127,9 @@ func (r *replayer) call() error {
 		return fmt.Errorf("status %d: %.200s", resp.StatusCode, data)
 	case !bytes.Contains(data, []byte(`"result"`)) || bytes.Contains(data, []byte(`"isError":true`)):
 		return fmt.Errorf("not a result: %.200s", data)
+	}
+	if r.unnotified != nil && !bytes.Contains(data, []byte(`"notifications/progress"`)) {
+		r.unnotified.Add(1)
 	}
 	return nil
 }

@@ -46,19 +46,40 @@ func BenchmarkRelayCall(b *testing.B) {
 	legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
 	post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, legacy)
 	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
-	for _, cb := range []struct{ name, tool string }{{"legacy-legacy", "fxl__echo"}, {"legacy-modern", "fxm__echo"}, {"modern-legacy", "fxl__echo"}, {"modern-modern", "fxm__echo"}} {
+	// The -progress calls carry a progressToken: the fixture's progress
+	// tool then sends one notification and the answer is an SSE stream.
+	// A legacy upstream (the MCP library's server) may send it on proxyd's
+	// GET stream instead of the call's answer, where it can arrive after
+	// the result and is not relayed, so only a modern upstream's answer
+	// must carry it.
+	for _, cb := range []struct{ name, tool string }{
+		{"legacy-legacy", "fxl__echo"}, {"legacy-modern", "fxm__echo"}, {"modern-legacy", "fxl__echo"}, {"modern-modern", "fxm__echo"},
+		{"legacy-legacy-progress", "fxl__progress"}, {"legacy-modern-progress", "fxm__progress"},
+		{"modern-legacy-progress", "fxl__progress"}, {"modern-modern-progress", "fxm__progress"},
+	} {
 		b.Run(cb.name, func(b *testing.B) {
-			h, body := legacy, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+cb.tool+`","arguments":{"text":"benchmark payload"}}}`
+			progress := strings.HasSuffix(cb.name, "-progress")
+			mustNotify := progress && strings.Contains(cb.name, "-modern")
+			meta, legacyMeta := ``, ``
+			if progress {
+				meta = `"progressToken":"bench"`
+				legacyMeta = `,"_meta":{` + meta + `}`
+			}
+			h, body := legacy, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+cb.tool+`","arguments":{"text":"benchmark payload"}`+legacyMeta+`}}`
 			if strings.HasPrefix(cb.name, "modern") {
 				h = map[string]string{"Mcp-Name": cb.tool}
 				for k, v := range modern {
 					h[k] = v
 				}
-				body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + cb.tool + `","arguments":{"text":"benchmark payload"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+				if meta != "" {
+					meta += ","
+				}
+				body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + cb.tool + `","arguments":{"text":"benchmark payload"},"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, out := post(body, h); !bytes.Contains(out, []byte("benchmark payload")) {
+				_, out := post(body, h)
+				if !bytes.Contains(out, []byte("benchmark payload")) || mustNotify && !bytes.Contains(out, []byte("notifications/progress")) {
 					b.Fatalf("answer %s", out)
 				}
 			}
