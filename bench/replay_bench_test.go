@@ -81,7 +81,7 @@ func newReplayer(b *testing.B, p path, c conn) (*replayer, error) {
 }
 
 // replayed calls by replaying the library's recorded call (see replayer),
-// timed from sending the request to the end of its answer, on both clocks.
+// timed from sending the request to the end of its answer (on the wire).
 func replayed(b *testing.B, p path) func() sample {
 	r, err := newReplayer(b, p, dial(b, p))
 	if err != nil {
@@ -96,8 +96,7 @@ func replayed(b *testing.B, p path) func() sample {
 			}
 			return sample{}
 		}
-		d := time.Since(t0)
-		return sample{d, true}
+		return sample{time.Since(t0), true}
 	}
 }
 
