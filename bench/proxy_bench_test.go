@@ -478,9 +478,13 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 			us(q.p50), us(q.p99), us(q.b50), us(q.b99), wirePerSec[r.i],
 			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), 100*wirePerSec[r.i]/wirePerSec[r.d])
 	}
-	for _, p := range paths {
+	for i, p := range paths {
 		if p.unnotified != nil && p.unnotified.Load() > 0 {
 			fmt.Fprintf(report, "  (%s: %d replayed answers without their progress notification)\n", p.name, p.unnotified.Load())
+			if i == pProxyd {
+				// The fixture writes it before the result: proxyd must relay it.
+				b.Errorf("%s %s: %d answers without their progress notification", label, p.name, p.unnotified.Load())
+			}
 		}
 	}
 	for i, p := range paths {

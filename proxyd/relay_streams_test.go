@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/conformance"
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
@@ -324,4 +325,44 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 		n := handlersIn(upstreamFn)
 		return n == baseline, fmt.Sprintf("the upstream serves %d streams, want %d", n, baseline)
 	})
+}
+
+// TestStandingStreamProgressRelayed: a legacy upstream built on the MCP
+// library may send a call's progress on proxyd's standing GET stream
+// rather than the call's answer, and proxyd may read the call's result
+// first. A notification the upstream wrote before the result still
+// reaches the client before it (the fixture's progress tool returns only
+// once its notification is written), in both client eras.
+func TestStandingStreamProgressRelayed(t *testing.T) {
+	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fx.Close() })
+	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: l\n    url: %s\n    protocol: legacy\n", fx.URL()))
+	waitReady(t, td, "l")
+	const calls = 200
+	for _, modern := range []bool{false, true} {
+		t.Run(map[bool]string{false: "legacy-client", true: "modern-client"}[modern], func(t *testing.T) {
+			c := newRawClient(t, td, modern)
+			missed := 0
+			for id := 1; id <= calls; id++ {
+				resp, body := c.call(id, "tools/call", "l__progress", `{"name":"l__progress","arguments":{"text":"x"}}`, fmt.Sprintf("tok-%d", id))
+				msgs := messages(resp, body)
+				if len(msgs) == 0 || msgs[len(msgs)-1]["result"] == nil {
+					t.Fatalf("call %d: no result: %s", id, body)
+				}
+				notified := false
+				for _, m := range msgs[:len(msgs)-1] {
+					notified = notified || m["method"] == "notifications/progress"
+				}
+				if !notified {
+					missed++
+				}
+			}
+			if missed > 0 {
+				t.Errorf("%d of %d answers came without the progress notification the upstream sent before the result", missed, calls)
+			}
+		})
+	}
 }

@@ -89,6 +89,9 @@ type Conn struct {
 
 	// routes finds the relayed call a message of the upstream belongs to.
 	routes routes
+	// standing are the open standing GET streams, settled before a
+	// call's result (see standing.go).
+	standing standings
 	// level is the log level proxyd's clients asked for (legacy era).
 	level string
 

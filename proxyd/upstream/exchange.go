@@ -325,7 +325,12 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 	}
 	if hc != nil && c.cfg.EffectiveTransport() == config.TransportStreamableHTTP {
-		return c.post(ctx, cl, w, hc, x, params, header)
+		res, err := c.post(ctx, cl, w, hc, x, params, header)
+		if x.token != "" || x.ex.LogLevel != "" {
+			// Its notifications may have come on a standing stream.
+			c.standing.settle(ctx)
+		}
+		return res, err
 	}
 	return c.sendLibrary(ctx, cl, w, x, params, header)
 }

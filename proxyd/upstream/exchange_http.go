@@ -341,7 +341,7 @@ func max64(a, b time.Duration) time.Duration {
 
 // resume reopens a response stream with a GET carrying Last-Event-ID.
 func (c *Conn) resume(ctx context.Context, hc *http.Client, w wire, sid, lastID string) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.cfg.URL, nil)
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, callStreamKey{}, true), http.MethodGet, c.cfg.URL, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ type Wrapper func(server string, next http.RoundTripper) http.RoundTripper
 func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds) (*http.Client, error) {
 	base := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           countingDialer(&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   256, // bursts of concurrent calls reuse connections instead of dialing
