@@ -57,6 +57,9 @@ type exchange struct {
 	// none is (ended).
 	notifyMu sync.Mutex
 	ended    bool
+	// answering: the attempt's answer is in hand; a notification routed
+	// to the call now is held to leave with it, in one write.
+	answering bool
 }
 
 // notify passes a notification to the call's client; false when the call
@@ -76,7 +79,7 @@ func (x *exchange) pass(method string, params json.RawMessage, hold bool) (deliv
 	if x.ended || x.ex.Handler == nil {
 		return false, false
 	}
-	if hn, ok := x.ex.Handler.(relay.HeldNotifier); ok && hold {
+	if hn, ok := x.ex.Handler.(relay.HeldNotifier); ok && (hold || x.answering) {
 		hn.NotifyHeld(method, params)
 		return true, true
 	}
@@ -90,6 +93,18 @@ func (x *exchange) flush() {
 	defer x.notifyMu.Unlock()
 	if hn, ok := x.ex.Handler.(relay.HeldNotifier); ok && !x.ended {
 		hn.Flush()
+	}
+}
+
+// answerInHand marks the attempt's answer in hand (see answering), or,
+// for an attempt that is to be repeated, no longer: what was held for it
+// is flushed.
+func (x *exchange) answerInHand(on bool) {
+	x.notifyMu.Lock()
+	x.answering = on
+	x.notifyMu.Unlock()
+	if !on {
+		x.flush()
 	}
 }
 
@@ -327,8 +342,13 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	if hc != nil && c.cfg.EffectiveTransport() == config.TransportStreamableHTTP {
 		res, err := c.post(ctx, cl, w, hc, x, params, header)
 		if x.token != "" || x.ex.LogLevel != "" {
-			// Its notifications may have come on a standing stream.
+			// Its notifications may have come on a standing stream: they
+			// are taken in first, and leave with the answer.
+			x.answerInHand(true)
 			c.standing.settle(ctx)
+			if err != nil {
+				x.answerInHand(false) // the attempt may be repeated
+			}
 		}
 		return res, err
 	}
