@@ -32,7 +32,7 @@ func (c *Conn) legacyPinned() bool {
 func (c *Conn) wrappers() []Wrapper {
 	ws := append([]Wrapper(nil), c.opts.wrappers()...)
 	return append(ws, func(_ string, next http.RoundTripper) http.RoundTripper {
-		return standingTransport{next: next, list: &c.standing}
+		return standingTransport{next: next, list: &c.standing, route: c.routeNotification}
 	}, func(_ string, next http.RoundTripper) http.RoundTripper {
 		return &sessionTransport{next: next, conn: c}
 	})
@@ -243,26 +243,36 @@ func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
 	if err != nil {
 		return
 	}
-	switch n.Method {
-	case string(mcp.MethodNotificationProgress):
-		// Progress after its call's end is dropped: the client's token
-		// means nothing once the result is out.
-		if x := c.routes.byToken(progressToken(params)); x != nil {
-			x.notify(n.Method, params)
-		}
+	if c.routeNotification(n.Method, params) {
 		return
-	case string(mcp.MethodNotificationCancelled):
+	}
+	if n.Method == string(mcp.MethodNotificationCancelled) {
 		if id := cancelledID(params); id != "" {
 			c.routes.cancelAsk(id)
 		}
 		return
-	case string(mcp.MethodNotificationMessage):
-		// A log message belongs to the call in flight if there is only one.
-		if x := c.routes.only(func(x *exchange) bool { return x.ex.Handler != nil }); x != nil && x.notify(n.Method, params) {
-			return
-		}
 	}
 	c.opts.notify(c.name, n.Method, params)
+}
+
+// routeNotification passes a notification that came outside its call's
+// own stream to the call, if it belongs to one; true when it is dealt
+// with.
+func (c *Conn) routeNotification(method string, params json.RawMessage) bool {
+	switch method {
+	case string(mcp.MethodNotificationProgress):
+		// Progress after its call's end is dropped: the client's token
+		// means nothing once the result is out.
+		if x := c.routes.byToken(progressToken(params)); x != nil {
+			x.notify(method, params)
+		}
+		return true
+	case string(mcp.MethodNotificationMessage):
+		// A log message belongs to the call in flight if there is only one.
+		x := c.routes.only(func(x *exchange) bool { return x.ex.Handler != nil })
+		return x != nil && x.notify(method, params)
+	}
+	return false
 }
 
 // relayedCapabilities are what proxyd declares upstream: everything it can

@@ -1,8 +1,10 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/mediatype"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // A legacy upstream built on the MCP library sends a call's notifications
@@ -20,9 +23,12 @@ import (
 // requests). Nothing orders two connections: proxyd could read a call's
 // result before a notification the upstream had written on the GET stream
 // earlier, and the notification, routed after the call's end, was lost.
-// So before such a call's result goes back, the readers of the standing
-// streams take in what had reached proxyd by then (settle). What the
-// upstream writes after the result cannot be ordered and is not waited for.
+// So the standing stream's progress and log notifications are routed by
+// proxyd as the stream is read, before the MCP library sees the stream
+// (it gets the rest), and before the result of a call that can get them
+// goes back, the stream's reader takes in what had reached proxyd by then
+// (settle). What the upstream writes after the result cannot be ordered
+// and is not waited for.
 
 // settleRounds and settleMax bound the wait for the standing streams'
 // readers: a stream the upstream floods never settles, and each call waits
@@ -89,29 +95,36 @@ func (s *standings) settle(ctx context.Context) {
 	}
 }
 
-// standingStream is the body of a standing GET stream, watched for where
-// its reader is. The MCP library's reader handles each event as soon as
-// it has read it, and reads again only when it has handled every whole
-// event it holds.
+// standingStream is the body of a standing GET stream, read by the MCP
+// library's listener. It routes the stream's call notifications itself
+// (route) and passes every other event on unchanged.
 type standingStream struct {
-	rc   io.ReadCloser
-	list *standings
+	rc    io.ReadCloser
+	list  *standings
+	route func(method string, params json.RawMessage) bool // true: taken, not passed on
 	// conn is the connection the stream came on: its bytes taken by the
 	// reader are counted when it is the stream's alone (HTTP/1); shared
 	// (HTTP/2) only what waits in the kernel is known.
 	conn   net.Conn
 	counts *countedConn
 
+	// Owned by the reader.
+	in    []byte // read, not yet a whole line
+	event []byte // the current event's lines as read
+	data  []byte // the current event's data lines joined
+	out   []byte // whole events for the library, not yet read by it
+	err   error
+
 	mu      sync.Mutex
-	reading bool  // the reader waits in Read
-	taken   int64 // counts.taken when the reader last called Read
+	reading bool  // the reader waits for the upstream with nothing in hand
+	taken   int64 // counts.taken when it began to
 	entered chan struct{}
 	ended   bool
 }
 
-// pending is nil when the stream's reader waits for more and has taken
-// every byte that reached the connection (it has handled what came
-// before); else a channel closed when the reader next calls Read.
+// pending is nil when the stream's reader waits for the upstream and has
+// taken every byte that reached the connection (it has routed what came
+// before); else a channel closed when the reader next waits.
 func (st *standingStream) pending() <-chan struct{} {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -124,8 +137,8 @@ func (st *standingStream) pending() <-chan struct{} {
 	return st.entered
 }
 
-// settled: the reader, waiting in Read, has taken what reached the
-// connection (with mu held).
+// settled: the reader, waiting for the upstream, has taken what reached
+// the connection (with mu held).
 func (st *standingStream) settled() bool {
 	if st.counts != nil {
 		if got := received(st.counts.Conn); got >= 0 {
@@ -136,6 +149,19 @@ func (st *standingStream) settled() bool {
 }
 
 func (st *standingStream) Read(p []byte) (int, error) {
+	for len(st.out) == 0 && st.err == nil {
+		st.fill()
+	}
+	if len(st.out) == 0 {
+		return 0, st.err
+	}
+	n := copy(p, st.out)
+	st.out = st.out[n:]
+	return n, nil
+}
+
+// fill reads from the upstream once and sorts the whole lines read.
+func (st *standingStream) fill() {
 	st.mu.Lock()
 	st.reading = true
 	if st.counts != nil {
@@ -146,14 +172,52 @@ func (st *standingStream) Read(p []byte) (int, error) {
 		st.entered = nil
 	}
 	st.mu.Unlock()
-	n, err := st.rc.Read(p)
+	var buf [4096]byte
+	n, err := st.rc.Read(buf[:])
 	st.mu.Lock()
 	st.reading = false
 	st.mu.Unlock()
+	st.in = append(st.in, buf[:n]...)
+	for {
+		i := bytes.IndexByte(st.in, '\n')
+		if i < 0 {
+			break
+		}
+		st.line(st.in[:i+1])
+		st.in = st.in[i+1:]
+	}
+	st.in = append(st.in[:0:0], st.in...) // let the lines go
 	if err != nil {
+		// What is left (an event without its blank line) goes to the
+		// library as it is, which decides what it means.
+		st.out = append(append(st.out, st.event...), st.in...)
+		st.event, st.in, st.err = nil, nil, err
 		st.end()
 	}
-	return n, err
+}
+
+// line takes one line of the stream (with its end): a blank one ends the
+// event, which is routed or passed on.
+func (st *standingStream) line(l []byte) {
+	st.event = append(st.event, l...)
+	text := bytes.TrimSuffix(bytes.TrimSuffix(l, []byte("\n")), []byte("\r"))
+	if len(text) > 0 {
+		if v, ok := bytes.CutPrefix(text, []byte("data:")); ok {
+			if len(st.data) > 0 {
+				st.data = append(st.data, '\n')
+			}
+			st.data = append(st.data, bytes.TrimPrefix(v, []byte(" "))...)
+		}
+		return
+	}
+	taken := false
+	if m, err := relay.ParseMessage(bytes.Clone(st.data)); err == nil && m.Method != "" && len(m.ID) == 0 {
+		taken = st.route(m.Method, m.Params)
+	}
+	if !taken {
+		st.out = append(st.out, st.event...)
+	}
+	st.event, st.data = st.event[:0], st.data[:0]
 }
 
 func (st *standingStream) Close() error {
@@ -179,8 +243,9 @@ func (st *standingStream) end() {
 // standingTransport watches the GET event streams of a connection (its
 // calls' resumed answers are marked callStream and left alone).
 type standingTransport struct {
-	next http.RoundTripper
-	list *standings
+	next  http.RoundTripper
+	list  *standings
+	route func(method string, params json.RawMessage) bool
 }
 
 // callStreamKey marks a GET that resumes a call's own answer.
@@ -197,7 +262,7 @@ func (t standingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		mediatype.Of(resp.Header.Get("Content-Type")) != "text/event-stream" {
 		return resp, err
 	}
-	st := &standingStream{rc: resp.Body, list: t.list, conn: conn}
+	st := &standingStream{rc: resp.Body, list: t.list, route: t.route, conn: conn}
 	raw := conn
 	if tc, ok := conn.(*tls.Conn); ok {
 		raw = tc.NetConn()
