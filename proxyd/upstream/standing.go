@@ -109,6 +109,7 @@ type standingStream struct {
 	counts *countedConn
 
 	// Owned by the reader.
+	buf   []byte // each read's
 	in    []byte // read, not yet a whole line
 	event []byte // the current event's lines as read
 	data  []byte // the current event's data lines joined
@@ -172,12 +173,14 @@ func (st *standingStream) fill() {
 		st.entered = nil
 	}
 	st.mu.Unlock()
-	var buf [4096]byte
-	n, err := st.rc.Read(buf[:])
+	if st.buf == nil {
+		st.buf = make([]byte, 4096)
+	}
+	n, err := st.rc.Read(st.buf)
 	st.mu.Lock()
 	st.reading = false
 	st.mu.Unlock()
-	st.in = append(st.in, buf[:n]...)
+	st.in = append(st.in, st.buf[:n]...)
 	for {
 		i := bytes.IndexByte(st.in, '\n')
 		if i < 0 {
