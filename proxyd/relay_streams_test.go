@@ -5,10 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -332,37 +336,50 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 // rather than the call's answer, and proxyd may read the call's result
 // first. A notification the upstream wrote before the result still
 // reaches the client before it (the fixture's progress tool returns only
-// once its notification is written), in both client eras.
+// once its notification is flushed), in both client eras, over plain
+// HTTP and over TLS to a server offering HTTP/2 (one connection for all
+// streams, where nothing could tell the GET stream's bytes from the
+// calls'; proxyd speaks HTTP/1.1 to a legacy upstream).
 func TestStandingStreamProgressRelayed(t *testing.T) {
-	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
-	if err != nil {
+	fx := mcpserver.New(mcpserver.Options{Era: mcpserver.EraBoth})
+	plain := httptest.NewServer(fx.Handler())
+	t.Cleanup(plain.Close)
+	tls := httptest.NewUnstartedServer(fx.Handler())
+	tls.EnableHTTP2 = true
+	tls.StartTLS()
+	t.Cleanup(tls.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tls.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = fx.Close() })
-	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: l\n    url: %s\n    protocol: legacy\n", fx.URL()))
-	waitReady(t, td, "l")
+	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: plain\n    url: %s\n    protocol: legacy\n  - name: tls\n    url: %s\n    protocol: legacy\n    tls:\n      ca_file: %s\n", plain.URL+mcpserver.EndpointPath, tls.URL+mcpserver.EndpointPath, ca))
+	waitReady(t, td, "plain")
+	waitReady(t, td, "tls")
 	const calls = 200
-	for _, modern := range []bool{false, true} {
-		t.Run(map[bool]string{false: "legacy-client", true: "modern-client"}[modern], func(t *testing.T) {
-			c := newRawClient(t, td, modern)
-			missed := 0
-			for id := 1; id <= calls; id++ {
-				resp, body := c.call(id, "tools/call", "l__progress", `{"name":"l__progress","arguments":{"text":"x"}}`, fmt.Sprintf("tok-%d", id))
-				msgs := messages(resp, body)
-				if len(msgs) == 0 || msgs[len(msgs)-1]["result"] == nil {
-					t.Fatalf("call %d: no result: %s", id, body)
+	for _, server := range []string{"plain", "tls"} {
+		for _, modern := range []bool{false, true} {
+			t.Run(server+"/"+map[bool]string{false: "legacy-client", true: "modern-client"}[modern], func(t *testing.T) {
+				c := newRawClient(t, td, modern)
+				tool := server + "__progress"
+				missed := 0
+				for id := 1; id <= calls; id++ {
+					resp, body := c.call(id, "tools/call", tool, `{"name":"`+tool+`","arguments":{"text":"x"}}`, fmt.Sprintf("tok-%d", id))
+					msgs := messages(resp, body)
+					if len(msgs) == 0 || msgs[len(msgs)-1]["result"] == nil {
+						t.Fatalf("call %d: no result: %s", id, body)
+					}
+					notified := false
+					for _, m := range msgs[:len(msgs)-1] {
+						notified = notified || m["method"] == "notifications/progress"
+					}
+					if !notified {
+						missed++
+					}
 				}
-				notified := false
-				for _, m := range msgs[:len(msgs)-1] {
-					notified = notified || m["method"] == "notifications/progress"
+				if missed > 0 {
+					t.Errorf("%d of %d answers came without the progress notification the upstream sent before the result", missed, calls)
 				}
-				if !notified {
-					missed++
-				}
-			}
-			if missed > 0 {
-				t.Errorf("%d of %d answers came without the progress notification the upstream sent before the result", missed, calls)
-			}
-		})
+			})
+		}
 	}
 }

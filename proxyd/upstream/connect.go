@@ -70,14 +70,14 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 			}),
 		), nil
 	case config.TransportSSE:
-		hc, err := newHTTPClient(s, c.opts.wrappers(), c.streamBounds())
+		hc, err := newHTTPClient(s, c.opts.wrappers(), c.streamBounds(), false)
 		if err != nil {
 			return nil, err
 		}
 		c.useHTTP(hc)
 		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(hdrs))
 	default:
-		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds())
+		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds(), c.legacyPinned())
 		if err != nil {
 			return nil, err
 		}

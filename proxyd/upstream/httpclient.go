@@ -20,7 +20,12 @@ type Wrapper func(server string, next http.RoundTripper) http.RoundTripper
 // newHTTPClient builds the http.Client that mcp-go uses for one server:
 // wrappers (recorder, bearer) → event-stream bounds → response size limit
 // → net/http with the server's TLS settings. mcp-go gets a plain client and never sees tokens.
-func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds) (*http.Client, error) {
+//
+// standing: the client carries a standing GET stream beside the calls
+// (legacy era). It then speaks HTTP/1.1 only, a connection per stream: the
+// settle before a call's result (standing.go) counts what the stream's own
+// connection received, which HTTP/2's one shared connection cannot tell.
+func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds, standing bool) (*http.Client, error) {
 	base := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           countingDialer(&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}),
@@ -30,6 +35,11 @@ func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds) (*
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+	}
+	if standing {
+		base.ForceAttemptHTTP2 = false
+		base.Protocols = new(http.Protocols)
+		base.Protocols.SetHTTP1(true)
 	}
 	if s.TLS != nil && s.TLS.CAFile != "" {
 		pool, err := certPool(s.TLS.CAFile)

@@ -31,7 +31,7 @@ func TestRedirectToAnotherOriginRefused(t *testing.T) {
 			return next.RoundTrip(r)
 		})
 	}
-	hc, err := newHTTPClient(config.Server{Name: "x", URL: up.URL}, []Wrapper{bearer}, streamBounds{maxEvent: 1 << 20})
+	hc, err := newHTTPClient(config.Server{Name: "x", URL: up.URL}, []Wrapper{bearer}, streamBounds{maxEvent: 1 << 20}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
