@@ -102,10 +102,8 @@ type standingStream struct {
 	rc    io.ReadCloser
 	list  *standings
 	route func(method string, params json.RawMessage) bool // true: taken, not passed on
-	// conn is the connection the stream came on: its bytes taken by the
-	// reader are counted when it is the stream's alone (HTTP/1); shared
-	// (HTTP/2) only what waits in the kernel is known.
-	conn   net.Conn
+	// counts is the connection the stream came on, when it is the
+	// stream's alone (HTTP/1): its bytes taken by the reader are counted.
 	counts *countedConn
 
 	// Owned by the reader.
@@ -139,14 +137,15 @@ func (st *standingStream) pending() <-chan struct{} {
 }
 
 // settled: the reader, waiting for the upstream, has taken what reached
-// the connection (with mu held).
+// the connection (with mu held). Where that is not known (a shared
+// connection, a kernel not asked), its waiting is taken as enough.
 func (st *standingStream) settled() bool {
 	if st.counts != nil {
 		if got := received(st.counts.Conn); got >= 0 {
 			return st.taken >= got
 		}
 	}
-	return unread(st.conn) == 0
+	return true
 }
 
 func (st *standingStream) Read(p []byte) (int, error) {
@@ -180,16 +179,25 @@ func (st *standingStream) fill() {
 	st.mu.Lock()
 	st.reading = false
 	st.mu.Unlock()
+	// Only what follows a newline is scanned: a long line read in many
+	// pieces is not searched again from its start.
+	from := len(st.in)
 	st.in = append(st.in, st.buf[:n]...)
+	start := 0
 	for {
-		i := bytes.IndexByte(st.in, '\n')
+		i := bytes.IndexByte(st.in[from:], '\n')
 		if i < 0 {
 			break
 		}
-		st.line(st.in[:i+1])
-		st.in = st.in[i+1:]
+		st.line(st.in[start : from+i+1])
+		start, from = from+i+1, from+i+1
 	}
-	st.in = append(st.in[:0:0], st.in...) // let the lines go
+	if start > 0 {
+		st.in = st.in[:copy(st.in, st.in[start:])] // the lines taken go
+		if cap(st.in) > pooledBufMax {
+			st.in = bytes.Clone(st.in) // and a long one's room with them
+		}
+	}
 	if err != nil {
 		// What is left (an event without its blank line) goes to the
 		// library as it is, which decides what it means.
@@ -214,8 +222,9 @@ func (st *standingStream) line(l []byte) {
 		return
 	}
 	taken := false
-	if m, err := relay.ParseMessage(bytes.Clone(st.data)); err == nil && m.Method != "" && len(m.ID) == 0 {
-		taken = st.route(m.Method, m.Params)
+	if m, err := relay.ParseMessage(st.data); err == nil && m.Method != "" && len(m.ID) == 0 {
+		// The params outlive the event's buffer when a call holds them.
+		taken = st.route(m.Method, bytes.Clone(m.Params))
 	}
 	if !taken {
 		st.out = append(st.out, st.event...)
@@ -265,7 +274,7 @@ func (t standingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		mediatype.Of(resp.Header.Get("Content-Type")) != "text/event-stream" {
 		return resp, err
 	}
-	st := &standingStream{rc: resp.Body, list: t.list, route: t.route, conn: conn}
+	st := &standingStream{rc: resp.Body, list: t.list, route: t.route}
 	raw := conn
 	if tc, ok := conn.(*tls.Conn); ok {
 		raw = tc.NetConn()
