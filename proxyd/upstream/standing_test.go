@@ -1,11 +1,19 @@
 package upstream
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 // The standing stream routes call notifications itself and hands every
@@ -62,5 +70,65 @@ func TestStandingStreamRoutes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A standing stream the upstream floods never settles: each call waits at
+// most settleRounds of the reader's reads (or settleMax) for it, gets its
+// own notification and result, and the stream stays open and read.
+func TestFloodedStandingStreamBoundsTheSettle(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraLegacy)
+	if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultSSE, Method: mcpserver.MethodGET, SSE: mcpserver.SSEFlood}); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, config.Server{Name: "fx", URL: fx.URL(), Protocol: config.ProtocolLegacy})
+	c, _ := m.Get("fx")
+	waitState(t, c, api.StateReady)
+	// taken is what the standing streams' readers have taken so far.
+	taken := func() int64 {
+		c.standing.mu.Lock()
+		defer c.standing.mu.Unlock()
+		var n int64
+		for st := range c.standing.streams {
+			if st.counts != nil {
+				n += st.counts.taken.Load()
+			}
+		}
+		return n
+	}
+	waitfor.Cond(t, 20*time.Second, "the flood to be read", func() (bool, string) {
+		n := taken()
+		return n > 64<<10, fmt.Sprintf("%d bytes taken", n)
+	})
+	before := taken()
+	// A call waits at most settleMax (100 ms) for the stream; a settle
+	// without bounds would hold each call until its deadline.
+	const calls = 10
+	const limit = 5 * time.Second
+	for i := range calls {
+		h := &recordingHandler{}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*limit)
+		start := time.Now()
+		res, err := c.Relay(ctx, callExchange(mcpserver.ToolProgress, fmt.Sprintf(`{"text":"call %d"}`, i), h, true))
+		took := time.Since(start)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if !strings.Contains(string(res), fmt.Sprintf("call %d", i)) {
+			t.Fatalf("call %d: result %s", i, res)
+		}
+		if got := h.notifications("notifications/progress"); len(got) != 1 || !strings.Contains(got[0], `"progressToken":"mcpx-p-`) {
+			t.Fatalf("call %d: progress %q, want its own one (the flood's stale token is not a call's)", i, got)
+		}
+		if took > limit {
+			t.Fatalf("call %d took %v: the flooded stream held it past the settle's bound", i, took)
+		}
+	}
+	if n := taken() - before; n < 64<<10 {
+		t.Fatalf("the standing stream's reader took %d bytes during the calls: the flood was not being read", n)
+	}
+	if st := c.Status(); st.State != api.StateReady {
+		t.Fatalf("state %s (%s), want ready", st.State, st.LastError)
 	}
 }
