@@ -88,15 +88,20 @@ func TestServerOutlivesStartingThread(t *testing.T) {
 		err error
 	}
 	var s started
+	// held keeps the main thread busy once a try lands on it, so the next
+	// try runs on another thread.
+	held := make(chan struct{})
+	defer close(held)
 	for range 50 {
 		done := make(chan started, 1)
 		go func() {
 			runtime.LockOSThread()
 			if syscall.Gettid() == os.Getpid() {
 				// The main thread never ends (the runtime parks it
-				// instead): try again on another.
-				runtime.UnlockOSThread()
+				// instead): hold it and try again on another.
 				done <- started{}
+				<-held
+				runtime.UnlockOSThread()
 				return
 			}
 			// Never unlocked: the thread ends when this returns.
