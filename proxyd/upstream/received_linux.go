@@ -1,22 +1,16 @@
 package upstream
 
 import (
-	"net"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// received is how many bytes have reached c since it was opened, whether
-// its reader has taken them or not (-1 when unknown).
-func received(c net.Conn) int64 {
+// received is how many bytes have reached the connection of raw since it
+// was opened, whether its reader has taken them or not (-1 when unknown).
+func received(raw syscall.RawConn) int64 {
 	n := int64(-1)
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return n
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
+	if raw == nil {
 		return n
 	}
 	_ = raw.Control(func(fd uintptr) {

@@ -2,8 +2,8 @@
 
 package upstream
 
-import "net"
+import "syscall"
 
 // received is unknown where the kernel is not asked: the standing streams
 // are then settled by where their readers are alone.
-func received(net.Conn) int64 { return -1 }
+func received(syscall.RawConn) int64 { return -1 }

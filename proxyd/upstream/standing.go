@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/mediatype"
@@ -141,7 +142,7 @@ func (st *standingStream) pending() <-chan struct{} {
 // connection, a kernel not asked), its waiting is taken as enough.
 func (st *standingStream) settled() bool {
 	if st.counts != nil {
-		if got := received(st.counts.Conn); got >= 0 {
+		if got := received(st.counts.raw); got >= 0 {
 			return st.taken >= got
 		}
 	}
@@ -300,6 +301,7 @@ func (t standingTransport) CloseIdleConnections() {
 type countedConn struct {
 	net.Conn
 	taken atomic.Int64
+	raw   syscall.RawConn // for asking the kernel (received); nil if none
 }
 
 func (c *countedConn) Read(p []byte) (int, error) {
@@ -315,6 +317,10 @@ func countingDialer(d *net.Dialer) func(ctx context.Context, network, addr strin
 		if err != nil {
 			return nil, err
 		}
-		return &countedConn{Conn: c}, nil
+		cc := &countedConn{Conn: c}
+		if sc, ok := c.(syscall.Conn); ok {
+			cc.raw, _ = sc.SyscallConn()
+		}
+		return cc, nil
 	}
 }
