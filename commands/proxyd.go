@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/procs"
 	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/replica"
 )
@@ -27,10 +28,13 @@ upstreams, flushes state and removes the socket.
 
 Its garbage collector runs at GOGC=400 (fewer collections on the request
 path) with a memory limit 48 MiB above the live heap (so a large heap is
-not multiplied by five); set GOGC or GOMEMLIMIT to override. On Linux
-the activity writer runs at a lower priority with a processor of its
-own: GOMAXPROCS is one more than the runtime's choice (set GOMAXPROCS
-to fix it).
+not multiplied by five); set GOGC or GOMEMLIMIT to override. Its Go code
+runs on one processor while it relays one call at a time (a lone call
+then pays no thread wake-ups between its goroutines), and on the
+runtime's choice once calls overlap, back to one after a second without
+overlapping calls. On Linux the activity writer runs at a lower priority
+with a processor of its own (while calls overlap, and for each batch it
+writes). Set GOMAXPROCS to fix the count.
 
 Examples:
    mcpx proxyd
@@ -54,6 +58,7 @@ func runProxyd(c *cli.Context) error {
 		h = slog.NewJSONHandler(c.App.ErrWriter, hopts)
 	}
 	tuneCollector()
+	defer procs.Follow()()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := proxyd.Run(ctx, proxyd.Options{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/procs"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -73,6 +74,8 @@ func (d *Daemon) call(ctx context.Context, srv, tool string, args json.RawMessag
 // CLI, drills): refuse what cannot be sent, relay, and for a tools/call
 // classify and record it.
 func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
+	procs.Enter()
+	defer procs.Leave()
 	if rq.method != string(mcp.MethodToolsCall) {
 		return d.relayOther(ctx, rq)
 	}

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/mcpx-dev/mcpx/internal/procs"
 	"slices"
 	"strings"
 	"sync"
@@ -373,7 +374,7 @@ func (s *Store) run() {
 	write := func() {
 		var err error
 		if len(batch) > 0 {
-			err = s.insert(batch)
+			s.ownProc(func() { err = s.insert(batch) })
 			if err != nil {
 				s.writeErrs.Add(1)
 				s.dropped.Add(uint64(len(batch)))
@@ -444,7 +445,9 @@ func (s *Store) run() {
 			fill()
 			write()
 		case <-retention.C:
-			more, err := s.trim(context.Background())
+			var more bool
+			var err error
+			s.ownProc(func() { more, err = s.trim(context.Background()) })
 			if err != nil {
 				s.setErr(err)
 			}
@@ -470,6 +473,18 @@ func (s *Store) run() {
 			return
 		}
 	}
+}
+
+// ownProc runs f, a piece of the writer's work, with a processor of its
+// own when the writer is lowered and the calls have one (see procs): a
+// batch holds its processor for its whole length.
+func (s *Store) ownProc(f func()) {
+	if s.writerThread.Load() == 0 {
+		f()
+		return
+	}
+	defer procs.Batch()()
+	f()
 }
 
 func (s *Store) insert(batch []Record) error {

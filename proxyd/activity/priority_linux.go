@@ -1,11 +1,11 @@
 package activity
 
 import (
-	"os"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/mcpx-dev/mcpx/internal/procs"
 )
 
 // writerNice is the writer thread's nice value. A batch of records costs
@@ -55,42 +55,17 @@ func runLowered(f func(), thread *atomic.Int64) {
 	f()
 }
 
-// procs counts the writers running on a lowered thread, each with a
-// processor of its own added to GOMAXPROCS.
-var procs struct {
-	sync.Mutex
-	added int
-}
-
-// withOwnProc wraps a lowered writer so that it brings its own processor.
-// Go code runs on one of GOMAXPROCS processors, and a goroutine holds its
-// processor while its thread is off the CPU; the kernel keeps a niced
-// thread off a contended core for milliseconds at a time, processor and
-// all, and the calls then had one processor fewer (at 16 clients on two
-// cores, proxyd's p99 stood at 1.3x-2.3x a bare proxy's in blocks of
-// calls, 0.9x-1.1x with the extra processor). A GOMAXPROCS set in the
-// environment is left as it is.
+// withOwnProc wraps a lowered writer so that it brings its own processor
+// (procs.Writer). Go code runs on one of GOMAXPROCS processors, and a
+// goroutine holds its processor while its thread is off the CPU; the
+// kernel keeps a niced thread off a contended core for milliseconds at a
+// time, processor and all, and the calls then had one processor fewer
+// (at 16 clients on two cores, proxyd's p99 stood at 1.3x-2.3x a bare
+// proxy's in blocks of calls, 0.9x-1.1x with the extra processor). A
+// GOMAXPROCS set in the environment is left as it is.
 func withOwnProc(f func()) func() {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return f
-	}
 	return func() {
-		procs.Lock()
-		procs.added++
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-		procs.Unlock()
-		defer func() {
-			procs.Lock()
-			procs.added--
-			if procs.added == 0 {
-				// Back to the runtime's own choice, which follows the
-				// CPU limit again.
-				runtime.SetDefaultGOMAXPROCS()
-			} else {
-				runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) - 1)
-			}
-			procs.Unlock()
-		}()
+		defer procs.Writer()()
 		f()
 	}
 }

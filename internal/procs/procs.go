@@ -1,0 +1,189 @@
+// Package procs decides how many processors (GOMAXPROCS) proxyd's Go
+// code runs on: one while it relays one call at a time, the runtime's
+// choice once calls overlap, and one more for each lowered activity
+// writer while it needs one. A GOMAXPROCS set in the environment is left
+// as it is.
+//
+// Why one: a relayed call passes through several goroutines (the
+// client's connection, net/http's body and connection loops, the
+// upstream's stream readers). With more than one processor, each
+// goroutine made ready wakes another thread to run it on another core,
+// and those wake-ups, not the work, were most of what proxyd added to a
+// lone call over a bare reverse proxy (benchmark in the README,
+// "Performance"). With one processor the next goroutine runs on the
+// thread that readied it. Two calls at once need the cores: the first
+// call that overlaps another raises the count before it goes on, and
+// the count drops back after quietAfter without overlapping calls.
+package procs
+
+import (
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// quietAfter is how long proxyd relays no two calls at once before it
+// goes back to one processor: long enough that a burst's gaps do not
+// flip the count (each change stops the world for a moment).
+var quietAfter = time.Second
+
+var st struct {
+	inflight   atomic.Int64
+	on         atomic.Bool // following > 0
+	busy       atomic.Bool // the runtime's choice is in force
+	overlapped atomic.Bool // two calls ran at once since the last check
+
+	mu        sync.Mutex
+	following int // Follows in force: one processor while quiet
+	writers   int // lowered writers running
+	writing   int // lowered writers writing a batch now
+	timer     *time.Timer
+	checks    int // for tests
+}
+
+// fixed: GOMAXPROCS is set in the environment; nothing here changes it.
+var fixed = os.Getenv("GOMAXPROCS") != ""
+
+// def is the runtime's choice, taken before anything here changed it.
+var def = runtime.GOMAXPROCS(0)
+
+// Follow has the processor count follow the calls (see the package
+// comment) until stop is called. Without it the count is the runtime's
+// choice plus the lowered writers'.
+func Follow() (stop func()) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if fixed {
+		return func() {}
+	}
+	st.following++
+	st.on.Store(true)
+	apply()
+	var once sync.Once
+	return func() {
+		once.Do(unfollow)
+	}
+}
+
+func unfollow() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.following--
+	if st.following == 0 {
+		st.on.Store(false)
+		if st.timer != nil {
+			st.timer.Stop()
+			st.timer = nil
+		}
+		st.busy.Store(false)
+	}
+	apply()
+}
+
+// Enter counts a call in flight until Leave. A call that overlaps
+// another raises the processor count before it goes on (once, until the
+// calls are quiet again).
+func Enter() {
+	if st.inflight.Add(1) < 2 || !st.on.Load() {
+		return
+	}
+	st.overlapped.Store(true)
+	if !st.busy.Load() {
+		raise()
+	}
+}
+
+// Leave ends a call counted by Enter.
+func Leave() { st.inflight.Add(-1) }
+
+func raise() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.following == 0 || st.busy.Load() {
+		return
+	}
+	st.busy.Store(true)
+	apply()
+	st.timer = time.AfterFunc(quietAfter, check)
+}
+
+// check goes back to one processor when no calls overlapped since the
+// last check and fewer than two are in flight. A call that overlaps another just as the count drops
+// raises it again: the next such call does.
+func check() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.following == 0 || st.timer == nil {
+		return
+	}
+	st.checks++
+	if st.overlapped.Swap(false) || st.inflight.Load() >= 2 {
+		st.timer.Reset(quietAfter)
+		return
+	}
+	st.timer = nil
+	st.busy.Store(false)
+	apply()
+}
+
+// Writer counts a lowered writer (a thread at a lower priority) until
+// done. Its thread, off the CPU, would hold a processor the calls need,
+// so it brings one of its own: for as long as it runs while calls
+// overlap (or the count does not follow them), and while it writes a
+// batch (see Batch) while they do not.
+func Writer() (done func()) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.writers++
+	apply()
+	return func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.writers--
+		apply()
+	}
+}
+
+// Batch marks a lowered writer's batch until done: with one processor
+// for the calls, the writer takes one more for the batch rather than
+// hold the calls' for its length.
+func Batch() (done func()) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.writing++
+	apply()
+	return func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.writing--
+		apply()
+	}
+}
+
+// apply sets the processor count for the state (st.mu held). Each change
+// stops the world briefly, so an unchanged count is left alone.
+func apply() {
+	if fixed {
+		return
+	}
+	if st.following > 0 && !st.busy.Load() {
+		set(1 + st.writing)
+		return
+	}
+	if st.writers == 0 {
+		// The runtime's own choice, which follows the CPU limit.
+		if runtime.GOMAXPROCS(0) != def {
+			runtime.SetDefaultGOMAXPROCS()
+		}
+		return
+	}
+	set(def + st.writers)
+}
+
+func set(n int) {
+	if runtime.GOMAXPROCS(0) != n {
+		runtime.GOMAXPROCS(n)
+	}
+}

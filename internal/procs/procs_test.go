@@ -1,0 +1,76 @@
+package procs
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
+)
+
+// The processor count through a daemon's life: the lowered writer's
+// processor without Follow, one processor while calls do not overlap, the
+// runtime's choice (and the writer's) from the first overlapping call
+// until a quiet spell, one more while a writer writes a batch, and the
+// runtime's choice again after stop.
+func TestCountFollowsCalls(t *testing.T) {
+	if fixed {
+		t.Skip("GOMAXPROCS is set in the environment: nothing here changes it")
+	}
+	quietAfter = 50 * time.Millisecond
+	want := func(step string, n int) {
+		t.Helper()
+		if got := runtime.GOMAXPROCS(0); got != n {
+			t.Fatalf("%s: GOMAXPROCS %d, want %d", step, got, n)
+		}
+	}
+
+	doneWriter := Writer()
+	want("a writer, not following", def+1)
+	doneWriter()
+	want("no writer, not following", def)
+
+	stop := Follow()
+	want("following, no call", 1)
+	Enter()
+	want("one call", 1)
+	Enter()
+	want("two calls at once", def)
+	Leave()
+	Leave()
+	waitfor.True(t, 10*time.Second, "one processor after a quiet spell", func() bool { return runtime.GOMAXPROCS(0) == 1 })
+
+	doneWriter = Writer()
+	want("a writer waiting, calls quiet", 1)
+	doneBatch := Batch()
+	want("a writer's batch, calls quiet", 2)
+	Enter()
+	Enter()
+	want("a writer's batch, calls overlapping", def+1)
+	doneBatch()
+	want("a writer waiting, calls overlapping", def+1)
+	Leave()
+	Leave()
+	waitfor.True(t, 10*time.Second, "one processor after a quiet spell", func() bool { return runtime.GOMAXPROCS(0) == 1 })
+
+	// Calls overlapping across checks keep the count up.
+	Enter()
+	Enter()
+	checks := func() int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.checks
+	}
+	from := checks()
+	waitfor.True(t, 10*time.Second, "two checks while two calls run", func() bool { return checks() >= from+2 })
+	want("calls overlapping across checks", def+1)
+	Leave()
+	Leave()
+	waitfor.True(t, 10*time.Second, "one processor after a quiet spell", func() bool { return runtime.GOMAXPROCS(0) == 1 })
+
+	stop()
+	stop() // twice is once
+	want("stopped, a writer", def+1)
+	doneWriter()
+	want("stopped, no writer", def)
+}
