@@ -110,8 +110,9 @@ func raise() {
 }
 
 // check goes back to one processor when no calls overlapped since the
-// last check and fewer than two are in flight. A call that overlaps another just as the count drops
-// raises it again: the next such call does.
+// last check and fewer than two are in flight. A call that overlaps
+// another just as the count drops may miss raising it; the next
+// overlapping call raises it.
 func check() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -133,31 +134,24 @@ func check() {
 // so it brings one of its own: for as long as it runs while calls
 // overlap (or the count does not follow them), and while it writes a
 // batch (see Batch) while they do not.
-func Writer() (done func()) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.writers++
-	apply()
-	return func() {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		st.writers--
-		apply()
-	}
-}
+func Writer() (done func()) { return hold(&st.writers) }
 
 // Batch marks a lowered writer's batch until done: with one processor
 // for the calls, the writer takes one more for the batch rather than
 // hold the calls' for its length.
-func Batch() (done func()) {
+func Batch() (done func()) { return hold(&st.writing) }
+
+// hold counts one more in n (writers or writing) until done, and sets
+// the processor count each way.
+func hold(n *int) (done func()) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.writing++
+	*n++
 	apply()
 	return func() {
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		st.writing--
+		*n--
 		apply()
 	}
 }
