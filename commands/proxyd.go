@@ -34,7 +34,8 @@ then pays no thread wake-ups between its goroutines), and on the
 runtime's choice once calls overlap, back to one after a second without
 overlapping calls. On Linux the activity writer runs at a lower priority
 with a processor of its own (while calls overlap, and for each batch it
-writes). Set GOMAXPROCS to fix the count.
+writes). Set GOMAXPROCS to fix the count. The metrics show the count
+(go_sched_gomaxprocs_threads) and its changes (mcpx_processor_changes_total).
 
 Examples:
    mcpx proxyd

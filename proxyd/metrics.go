@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/mcpx-dev/mcpx/internal/procs"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/upstream"
 )
@@ -84,7 +85,13 @@ func newMetrics() *metrics {
 		streams: &streamsCollector{desc: prometheus.NewDesc("mcpx_downstream_open_streams",
 			"Relayed requests (kind=request) and subscriptions/listen streams (kind=listen) the MCP endpoint is serving now.", []string{"kind"}, nil)},
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.reinits, m.streams, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The processor count itself is the Go collector's
+	// go_sched_gomaxprocs_threads; how often it changes is ours.
+	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "mcpx_processor_changes_total",
+		Help: "Changes of proxyd's processor count (GOMAXPROCS) by its one-processor-while-calls-do-not-overlap policy.",
+	}, func() float64 { return float64(procs.Changes()) })
+	m.reg.MustRegister(m.calls, m.latency, m.reinits, m.streams, changes, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -57,6 +57,8 @@ func TestMetricsListener(t *testing.T) {
 			`mcpx_tool_calls_total{error_class="",fault_domain="",server="fx",status="ok"} 1`,
 			`mcp_server_operation_duration_seconds_count{gen_ai_tool_name="echo",mcp_method_name="tools/call",mcpx_server="fx"} 1`,
 			`mcp_client_operation_duration_seconds_count{`,
+			"mcpx_processor_changes_total ",
+			"go_sched_gomaxprocs_threads ",
 		} {
 			if !strings.Contains(body, want) {
 				return false, fmt.Sprintf("missing %s in\n%s", want, grepLines(body, "mcp"))

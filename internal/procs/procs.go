@@ -43,6 +43,13 @@ var st struct {
 	checks    int // for tests
 }
 
+// changes counts the processor count's changes made here, for the
+// metrics: each one stops the world for a moment.
+var changes atomic.Int64
+
+// Changes reports how many times proxyd has changed its processor count.
+func Changes() int64 { return changes.Load() }
+
 // fixed: GOMAXPROCS is set in the environment; nothing here changes it.
 var fixed = os.Getenv("GOMAXPROCS") != ""
 
@@ -170,6 +177,7 @@ func apply() {
 		// The runtime's own choice, which follows the CPU limit.
 		if runtime.GOMAXPROCS(0) != def {
 			runtime.SetDefaultGOMAXPROCS()
+			changes.Add(1)
 		}
 		return
 	}
@@ -179,5 +187,6 @@ func apply() {
 func set(n int) {
 	if runtime.GOMAXPROCS(0) != n {
 		runtime.GOMAXPROCS(n)
+		changes.Add(1)
 	}
 }

@@ -30,8 +30,12 @@ func TestCountFollowsCalls(t *testing.T) {
 	doneWriter()
 	want("no writer, not following", def)
 
+	before := Changes()
 	stop := Follow()
 	want("following, no call", 1)
+	if Changes() != before+1 {
+		t.Errorf("Changes %d after one change from %d", Changes(), before)
+	}
 	Enter()
 	want("one call", 1)
 	Enter()
