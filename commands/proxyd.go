@@ -26,9 +26,10 @@ systemd, launchd, a container or a test; 'mcpx up' runs it in the
 background instead. On a signal it drains in-flight calls, closes the
 upstreams, flushes state and removes the socket.
 
-Its garbage collector runs at GOGC=400 (fewer collections on the request
-path) with a memory limit 48 MiB above the live heap (so a large heap is
-not multiplied by five); set GOGC or GOMEMLIMIT to override. Its Go code
+Its garbage collector runs after about 48 MiB of garbage (few collections
+on the request path): a memory limit 48 MiB above the live heap, and
+GOGC=1000 for a heap under about 4 MiB live; set GOGC or GOMEMLIMIT to
+override. Its Go code
 runs on one processor while it relays one call at a time (a lone call
 then pays no thread wake-ups between its goroutines), and on the
 runtime's choice once calls overlap, back to one after a second without
@@ -83,15 +84,18 @@ func runProxyd(c *cli.Context) error {
 // The daemon's collector settings where the environment sets none.
 // proxyd's live heap is a few megabytes, so Go's default (GOGC=100)
 // collects after every few megabytes of per-call garbage, taking CPU from
-// the calls in flight; at 400 it collects a quarter as often, for some
-// tens of megabytes more under load. A large live heap (thousands of
-// upstream tools, a thousand client sessions) must not be multiplied by
-// five, though: a memory limit follows the live heap, leaving it at most
-// daemonHeadroom to grow into (so GOGC=400 holds below a live heap of
-// daemonHeadroom/4, and the collector never runs without pause, since the
-// headroom is always there).
+// the calls in flight: a call that meets a collection is ten to thirty
+// times as likely as another to be among the slowest 1%, which sets p99
+// (README, "Performance"). So the daemon collects after about daemonHeadroom of garbage: a memory
+// limit follows the live heap, daemonHeadroom above it, and GOGC=1000
+// only keeps a heap under about 4 MiB live from growing that far (and,
+// unlike GOGC=off, leaves the runtime's collection every two minutes on,
+// so an idle daemon's heap stays small). A large live heap (thousands of
+// upstream tools, a thousand client sessions) is not multiplied: it grows
+// by the headroom at most, which is always there, so the collector never
+// runs without pause.
 const (
-	daemonGCPercent = 400
+	daemonGCPercent = 1000
 	daemonHeadroom  = 48 << 20
 	headroomEvery   = 250 * time.Millisecond
 )
