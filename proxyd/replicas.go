@@ -3,9 +3,9 @@ package proxyd
 import (
 	"context"
 	"encoding/json"
-	"github.com/mcpx-dev/mcpx/internal/redact"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/replica"
 )
