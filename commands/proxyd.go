@@ -29,14 +29,14 @@ upstreams, flushes state and removes the socket.
 Its garbage collector runs after about 48 MiB of garbage (few collections
 on the request path): a memory limit 48 MiB above the live heap, and
 GOGC=1000 for a heap under about 4 MiB live; set GOGC or GOMEMLIMIT to
-override. Its Go code
-runs on one processor while it relays one call at a time (a lone call
-then pays no thread wake-ups between its goroutines), and on the
-runtime's choice once calls overlap, back to one after a second without
-overlapping calls. On Linux the activity writer runs at a lower priority
-with a processor of its own (while calls overlap, and for each batch it
-writes). Set GOMAXPROCS to fix the count. The metrics show the count
-(go_sched_gomaxprocs_threads) and its changes (mcpx_processor_changes_total).
+override. Its Go code runs on one processor while it relays one call at
+a time (a lone call then pays no thread wake-ups between its
+goroutines), and on the runtime's choice once calls overlap, back to one
+after a second without overlapping calls. On Linux the activity writer
+runs at a lower priority with a processor of its own (while calls
+overlap, and for each batch it writes). Set GOMAXPROCS to fix the count.
+The metrics show the count (go_sched_gomaxprocs_threads) and its changes
+(mcpx_processor_changes_total).
 
 Examples:
    mcpx proxyd
@@ -83,17 +83,16 @@ func runProxyd(c *cli.Context) error {
 
 // The daemon's collector settings where the environment sets none.
 // proxyd's live heap is a few megabytes, so Go's default (GOGC=100)
-// collects after every few megabytes of per-call garbage, taking CPU from
-// the calls in flight: a call that meets a collection is ten to thirty
-// times as likely as another to be among the slowest 1%, which sets p99
-// (README, "Performance"). So the daemon collects after about daemonHeadroom of garbage: a memory
-// limit follows the live heap, daemonHeadroom above it, and GOGC=1000
-// only keeps a heap under about 4 MiB live from growing that far (and,
-// unlike GOGC=off, leaves the runtime's collection every two minutes on,
-// so an idle daemon's heap stays small). A large live heap (thousands of
-// upstream tools, a thousand client sessions) is not multiplied: it grows
-// by the headroom at most, which is always there, so the collector never
-// runs without pause.
+// collects after every few megabytes of per-call garbage, and a call
+// that meets a collection is ten to thirty times as likely as another to
+// be among the slowest 1% (README, "Performance"). So the daemon collects
+// after about daemonHeadroom of garbage: a memory limit follows the live
+// heap, daemonHeadroom above it, which also keeps a large live heap
+// (thousands of upstream tools, a thousand client sessions) from being
+// multiplied; GOGC=1000 only bounds a heap under about 4 MiB live, and,
+// unlike GOGC=off, keeps the runtime's two-minute collection for an idle
+// daemon. The headroom is always there, so the collector never runs
+// without pause.
 const (
 	daemonGCPercent = 1000
 	daemonHeadroom  = 48 << 20
