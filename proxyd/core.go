@@ -396,7 +396,7 @@ func (d *Daemon) Upstreams() []downstream.Upstream {
 		cfg := c.Config()
 		u := downstream.Upstream{Name: c.Name(), Prefix: cfg.ExposedPrefix(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
 		for _, t := range c.Tools() {
-			u.Tools = append(u.Tools, t.Tool)
+			u.Tools = append(u.Tools, downstream.Tool{Tool: t.Tool, Hash: t.Hash, ParamHeaders: t.ParamHeaders})
 		}
 		out = append(out, u)
 	}

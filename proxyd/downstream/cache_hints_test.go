@@ -25,7 +25,7 @@ type hintBackend struct{}
 func (hintBackend) Upstreams() []Upstream {
 	return []Upstream{{
 		Name:      "alpha",
-		Tools:     []mcp.Tool{mcp.NewTool("echo", mcp.WithString("text"))},
+		Tools:     toolsOf(mcp.NewTool("echo", mcp.WithString("text"))),
 		Prompts:   []mcp.Prompt{mcp.NewPrompt("greet")},
 		Resources: []mcp.Resource{mcp.NewResource("file:///alpha/readme.txt", "readme", mcp.WithMIMEType("text/plain"))},
 		Templates: []mcp.ResourceTemplate{mcp.NewResourceTemplate("file:///alpha/{name}", "files")},

@@ -75,7 +75,7 @@ func TestLiteralNameCollidingWithHashedName(t *testing.T) {
 	for _, order := range [][]string{{"a b", literal}, {literal, "a b"}} {
 		u := Upstream{Name: "docs", Prefix: "docs__"}
 		for _, n := range order {
-			u.Tools = append(u.Tools, mcp.NewTool(n))
+			u.Tools = append(u.Tools, toolsOf(mcp.NewTool(n))...)
 		}
 		n := Name([]Upstream{u})
 		if len(n.Tools) != 1 || len(n.Omitted) != 1 {

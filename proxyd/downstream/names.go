@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // MaxNameLen is the longest exposed name; many LLM clients reject longer
@@ -83,22 +81,13 @@ func Name(ups []Upstream) Naming {
 	}
 	for _, u := range ups {
 		for _, t := range u.Tools {
-			if exposable(&t) {
-				take(n.Tools, u, "tool", t.Name)
-			}
+			take(n.Tools, u, "tool", t.Name)
 		}
 		for _, p := range u.Prompts {
 			take(n.Prompts, u, "prompt", p.Name)
 		}
 	}
 	return n
-}
-
-// exposable reports whether the endpoint can serve the tool: the library
-// panics on invalid x-mcp-header annotations (upstream drops such tools
-// first; this keeps the endpoint safe regardless).
-func exposable(t *mcp.Tool) bool {
-	return mcp.ValidateParamHeaderAnnotations(t) == nil
 }
 
 // Tool returns the exposed name of server's tool and whether it is

@@ -1,6 +1,9 @@
 package downstream
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"reflect"
 	"regexp"
 	"strings"
@@ -59,12 +62,12 @@ func TestExposedName(t *testing.T) {
 }
 
 func TestName(t *testing.T) {
-	tools := func(names ...string) []mcp.Tool {
+	tools := func(names ...string) []Tool {
 		var out []mcp.Tool
 		for _, n := range names {
 			out = append(out, mcp.NewTool(n))
 		}
-		return out
+		return toolsOf(out...)
 	}
 	ups := []Upstream{
 		{Name: "first", Prefix: "", Tools: tools("echo", "add"), Prompts: []mcp.Prompt{mcp.NewPrompt("greet")}},
@@ -149,4 +152,19 @@ func TestSessionIDsBounded(t *testing.T) {
 	if _, err := s.Validate("not-ours"); err == nil {
 		t.Fatal("a foreign id validated")
 	}
+}
+
+// toolsOf gives tools the facts an upstream connection works out when it
+// lists them.
+func toolsOf(ts ...mcp.Tool) []Tool {
+	out := make([]Tool, 0, len(ts))
+	for _, t := range ts {
+		b, err := json.Marshal(t)
+		if err != nil {
+			panic(err)
+		}
+		sum := sha256.Sum256(b)
+		out = append(out, Tool{Tool: t, Hash: hex.EncodeToString(sum[:8]), ParamHeaders: len(mcp.ExtractParamHeaderBindings(&t)) > 0})
+	}
+	return out
 }
