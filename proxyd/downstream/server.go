@@ -102,7 +102,7 @@ type Server struct {
 	relaying, listening atomic.Int64
 
 	mu        sync.Mutex
-	toolSig   string
+	toolKeys  map[string]string // exposed name -> what the library serves under it
 	promptSig string
 	resSig    string
 	omitted   string // the omissions last logged
@@ -226,7 +226,8 @@ func (s *Server) Sync() {
 	var templates []server.ServerResourceTemplate
 	// Signatures of the lists, to tell a change: hashes, not the JSON of
 	// every tool (megabytes for an upstream with thousands of tools).
-	tsig, psig, rsig := sha256.New(), sha256.New(), sha256.New()
+	toolKeys := map[string]string{}
+	psig, rsig := sha256.New(), sha256.New()
 	seenURI := map[string]bool{}
 	table := newRoutes()
 	for _, u := range ups {
@@ -237,7 +238,7 @@ func (s *Server) Sync() {
 			}
 			def := t.Tool
 			table.tools[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern, paramHeaders: t.ParamHeaders, def: &def}
-			tsig.Write([]byte(exposed + "\x00" + t.Hash + "\n"))
+			toolKeys[exposed] = u.Name + "\x00" + t.Name + "\x00" + t.Hash
 			tool := t.Tool
 			tool.Name = exposed
 			tools = append(tools, server.ServerTool{Tool: tool, Handler: s.toolHandler(u.Name, t.Name)})
@@ -280,11 +281,7 @@ func (s *Server) Sync() {
 	defer s.mu.Unlock()
 	s.logOmissions(naming.Omitted)
 	s.table.Store(table)
-	if sig := string(tsig.Sum(nil)); sig != s.toolSig {
-		s.toolSig = sig
-		s.mcp.SetTools(tools...)
-		s.listChanged(mcp.MethodNotificationToolsListChanged)
-	}
+	s.publishTools(tools, toolKeys)
 	if sig := string(psig.Sum(nil)); sig != s.promptSig {
 		s.promptSig = sig
 		s.mcp.SetPrompts(prompts...)
@@ -296,6 +293,39 @@ func (s *Server) Sync() {
 		s.mcp.SetResourceTemplates(templates...)
 		s.listChanged(mcp.MethodNotificationResourcesListChanged)
 	}
+}
+
+// publishTools brings the library's tools to tools (keys: what each
+// exposed name stands for), changing only what changed: the library
+// checks every tool it is given (about 40 ms for 10,000), and a server
+// that comes and goes would otherwise cost that on every publish. One
+// change, one list_changed: tools only added or only removed go in one
+// call, and a mix (or a changed tool) replaces the whole list.
+func (s *Server) publishTools(tools []server.ServerTool, keys map[string]string) {
+	var gone []string
+	for name, k := range s.toolKeys {
+		if keys[name] != k {
+			gone = append(gone, name)
+		}
+	}
+	var added []server.ServerTool
+	for _, t := range tools {
+		if s.toolKeys[t.Tool.Name] != keys[t.Tool.Name] {
+			added = append(added, t)
+		}
+	}
+	switch {
+	case len(gone) == 0 && len(added) == 0:
+		return
+	case len(added) == 0:
+		s.mcp.DeleteTools(gone...)
+	case len(gone) == 0:
+		s.mcp.AddTools(added...)
+	default:
+		s.mcp.SetTools(tools...)
+	}
+	s.toolKeys = keys
+	s.listChanged(mcp.MethodNotificationToolsListChanged)
 }
 
 // logOmissions warns of names left out, once per change.

@@ -14,12 +14,24 @@ import (
 )
 
 // listBackend serves fixed upstream lists, copied on each call as the
-// daemon copies its connections' lists.
-type listBackend struct{ ups []Upstream }
+// daemon copies its connections' lists; with flap, the last upstream is
+// ready every other call.
+type listBackend struct {
+	ups  []Upstream
+	flap bool
+	n    *int
+}
 
 func (b listBackend) Upstreams() []Upstream {
-	out := make([]Upstream, len(b.ups))
-	for i, u := range b.ups {
+	ups := b.ups
+	if b.flap {
+		*b.n++
+		if *b.n%2 == 0 {
+			ups = ups[:len(ups)-1]
+		}
+	}
+	out := make([]Upstream, len(ups))
+	for i, u := range ups {
 		u.Tools = append([]Tool(nil), u.Tools...)
 		out[i] = u
 	}
@@ -72,17 +84,24 @@ func listTools(tb testing.TB, extra int) []Tool {
 	}
 }
 
-// BenchmarkSyncManyTools times one publish of unchanged lists with a
+// BenchmarkSyncManyTools times one publish of the lists with a
 // 10,000-tool upstream next to a small one: what a state change of any
-// server costs, and what 'mcpx status' may wait for.
+// server costs, and what 'mcpx status' may wait for. unchanged: the
+// lists are the same (a server changed state and came back before the
+// publish); flapping: the small one comes and goes, publish by publish.
 func BenchmarkSyncManyTools(b *testing.B) {
-	be := listBackend{ups: []Upstream{
+	ups := []Upstream{
 		{Name: "many", Prefix: "many__", Tools: listTools(b, 10_000)},
 		{Name: "small", Prefix: "small__", Tools: listTools(b, 0)},
-	}}
-	s := New(be, "bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
-	for b.Loop() {
-		s.Sync()
+	}
+	for _, flap := range []bool{false, true} {
+		name := map[bool]string{false: "unchanged", true: "flapping"}[flap]
+		b.Run(name, func(b *testing.B) {
+			s := New(listBackend{ups: ups, flap: flap, n: new(int)}, "bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s.Sync()
+			for b.Loop() {
+				s.Sync()
+			}
+		})
 	}
 }
