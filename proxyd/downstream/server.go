@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strings"
 	"sync"
@@ -101,8 +102,12 @@ type Server struct {
 	// streams being served (OpenStreams).
 	relaying, listening atomic.Int64
 
-	mu        sync.Mutex
-	toolKeys  map[string]string // exposed name -> what the library serves under it
+	mu       sync.Mutex
+	toolKeys map[string]string // exposed name -> what the library serves under it
+	// built: each upstream's tools as the last publish built them (see
+	// buildTools); seed hashes their lists.
+	built     map[string]*builtTools
+	seed      maphash.Seed
 	promptSig string
 	resSig    string
 	omitted   string // the omissions last logged
@@ -112,7 +117,7 @@ type Server struct {
 
 // New builds the aggregated server; call Sync after upstream changes.
 func New(backend Backend, version string, log *slog.Logger) *Server {
-	s := &Server{backend: backend, log: log, sessions: newSessionIDs()}
+	s := &Server{backend: backend, log: log, sessions: newSessionIDs(), seed: maphash.MakeSeed()}
 	s.listeners.done = make(chan struct{})
 	s.sessions.ended = s.endSubscriptions
 	opts := []server.ServerOption{
@@ -220,28 +225,36 @@ func (s *Server) Sync() {
 	ups := s.backend.Upstreams()
 	naming := Name(ups)
 	s.naming.Store(&naming)
-	var tools []server.ServerTool
 	var prompts []server.ServerPrompt
 	var resources []server.ServerResource
 	var templates []server.ServerResourceTemplate
 	// Signatures of the lists, to tell a change: hashes, not the JSON of
 	// every tool (megabytes for an upstream with thousands of tools).
-	toolKeys := map[string]string{}
+	n := 0
+	for _, u := range ups {
+		n += len(u.Tools)
+	}
+	toolKeys := make(map[string]string, n)
+	tools := make([]*builtTool, 0, n)
 	psig, rsig := sha256.New(), sha256.New()
 	seenURI := map[string]bool{}
 	table := newRoutes()
+	table.tools = make(map[string]route, n)
+	s.mu.Lock()
+	prev := s.built
+	s.mu.Unlock()
+	built := make(map[string]*builtTools, len(ups))
 	for _, u := range ups {
-		for _, t := range u.Tools {
-			exposed, ok := naming.Tool(u, t.Name)
-			if !ok {
-				continue
+		bt := s.buildTools(u, prev[u.Name])
+		built[u.Name] = bt
+		for i := range bt.tools {
+			t := &bt.tools[i]
+			if naming.Tools[t.exposed] != (Entry{Server: u.Name, Name: t.route.tool}) {
+				continue // another server holds the name
 			}
-			def := t.Tool
-			table.tools[exposed] = route{server: u.Name, tool: t.Name, modern: u.Modern, paramHeaders: t.ParamHeaders, def: &def}
-			toolKeys[exposed] = u.Name + "\x00" + t.Name + "\x00" + t.Hash
-			tool := t.Tool
-			tool.Name = exposed
-			tools = append(tools, server.ServerTool{Tool: tool, Handler: s.toolHandler(u.Name, t.Name)})
+			table.tools[t.exposed] = t.route
+			toolKeys[t.exposed] = t.key
+			tools = append(tools, t)
 		}
 		for _, p := range u.Prompts {
 			exposed, ok := naming.Prompt(u, p.Name)
@@ -281,6 +294,7 @@ func (s *Server) Sync() {
 	defer s.mu.Unlock()
 	s.logOmissions(naming.Omitted)
 	s.table.Store(table)
+	s.built = built
 	s.publishTools(tools, toolKeys)
 	if sig := string(psig.Sum(nil)); sig != s.promptSig {
 		s.promptSig = sig
@@ -295,13 +309,65 @@ func (s *Server) Sync() {
 	}
 }
 
+// builtTools is one upstream's tools made ready to publish, kept from
+// one publish to the next while the upstream's list, prefix and era stay
+// the same: with a 10,000-tool upstream, building them again on every
+// publish (routes, the library's copies, their keys) was most of its
+// cost, and any server's change of state publishes.
+type builtTools struct {
+	sig   uint64
+	tools []builtTool
+}
+
+type builtTool struct {
+	exposed string
+	key     string // what the exposed name stands for (see publishTools)
+	route   route
+	serve   server.ServerTool
+}
+
+// buildTools returns u's tools ready to publish: prev when it was built
+// from the same list.
+func (s *Server) buildTools(u Upstream, prev *builtTools) *builtTools {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(u.Prefix)
+	if u.Modern {
+		h.WriteByte(1)
+	}
+	for _, t := range u.Tools {
+		h.WriteString(t.Name)
+		h.WriteByte(0)
+		h.WriteString(t.Hash)
+		h.WriteByte(0)
+	}
+	sig := h.Sum64()
+	if prev != nil && prev.sig == sig {
+		return prev
+	}
+	bt := &builtTools{sig: sig, tools: make([]builtTool, len(u.Tools))}
+	for i, t := range u.Tools {
+		def := t.Tool
+		exposed := ExposedName(u.Name, u.Prefix, t.Name)
+		tool := t.Tool
+		tool.Name = exposed
+		bt.tools[i] = builtTool{
+			exposed: exposed,
+			key:     u.Name + "\x00" + t.Name + "\x00" + t.Hash,
+			route:   route{server: u.Name, tool: t.Name, modern: u.Modern, paramHeaders: t.ParamHeaders, def: &def},
+			serve:   server.ServerTool{Tool: tool, Handler: s.toolHandler(u.Name, t.Name)},
+		}
+	}
+	return bt
+}
+
 // publishTools brings the library's tools to tools (keys: what each
 // exposed name stands for), changing only what changed: the library
 // checks every tool it is given (about 40 ms for 10,000), and a server
 // that comes and goes would otherwise cost that on every publish. One
 // change, one list_changed: tools only added or only removed go in one
 // call, and a mix (or a changed tool) replaces the whole list.
-func (s *Server) publishTools(tools []server.ServerTool, keys map[string]string) {
+func (s *Server) publishTools(tools []*builtTool, keys map[string]string) {
 	var gone []string
 	for name, k := range s.toolKeys {
 		if keys[name] != k {
@@ -310,8 +376,8 @@ func (s *Server) publishTools(tools []server.ServerTool, keys map[string]string)
 	}
 	var added []server.ServerTool
 	for _, t := range tools {
-		if s.toolKeys[t.Tool.Name] != keys[t.Tool.Name] {
-			added = append(added, t)
+		if s.toolKeys[t.exposed] != t.key {
+			added = append(added, t.serve)
 		}
 	}
 	switch {
@@ -322,7 +388,11 @@ func (s *Server) publishTools(tools []server.ServerTool, keys map[string]string)
 	case len(gone) == 0:
 		s.mcp.AddTools(added...)
 	default:
-		s.mcp.SetTools(tools...)
+		all := make([]server.ServerTool, len(tools))
+		for i, t := range tools {
+			all[i] = t.serve
+		}
+		s.mcp.SetTools(all...)
 	}
 	s.toolKeys = keys
 	s.listChanged(mcp.MethodNotificationToolsListChanged)
