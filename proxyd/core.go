@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -389,18 +390,60 @@ func newRequestID() string {
 // Upstreams implements downstream.Backend.
 func (d *Daemon) Upstreams() []downstream.Upstream {
 	var out []downstream.Upstream
-	for _, c := range d.mgr.List() {
+	conns := d.mgr.List()
+	d.endpointTools.forget(conns)
+	for _, c := range conns {
 		if c.State() != api.StateReady {
 			continue
 		}
 		cfg := c.Config()
-		u := downstream.Upstream{Name: c.Name(), Prefix: cfg.ExposedPrefix(), Modern: c.Era() == upstream.EraModern, Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()}
-		for _, t := range c.Tools() {
-			u.Tools = append(u.Tools, downstream.Tool{Tool: t.Tool, Hash: t.Hash, ParamHeaders: t.ParamHeaders})
-		}
-		out = append(out, u)
+		out = append(out, downstream.Upstream{Name: c.Name(), Prefix: cfg.ExposedPrefix(), Modern: c.Era() == upstream.EraModern,
+			Tools: d.endpointTools.of(c), Prompts: c.Prompts(), Resources: c.Resources(), Templates: c.ResourceTemplates()})
 	}
 	return out
+}
+
+// endpointTools keeps each connection's tools as the endpoint takes them,
+// converted once per listing rather than on every publish (a copy of
+// every tool: megabytes for an upstream with thousands).
+type endpointTools struct {
+	mu sync.Mutex
+	m  map[string]convertedTools
+}
+
+type convertedTools struct {
+	from []upstream.Tool // the listing converted (compared by identity)
+	to   []downstream.Tool
+}
+
+func (e *endpointTools) of(c *upstream.Conn) []downstream.Tool {
+	ts := c.Tools()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// A listing is never changed in place: a new one is a new slice.
+	if ct, ok := e.m[c.Name()]; ok && len(ct.from) == len(ts) && (len(ts) == 0 || &ct.from[0] == &ts[0]) {
+		return ct.to
+	}
+	to := make([]downstream.Tool, len(ts))
+	for i, t := range ts {
+		to[i] = downstream.Tool{Tool: t.Tool, Hash: t.Hash, ParamHeaders: t.ParamHeaders}
+	}
+	if e.m == nil {
+		e.m = map[string]convertedTools{}
+	}
+	e.m[c.Name()] = convertedTools{from: ts, to: to}
+	return to
+}
+
+// forget drops the tools of servers no longer configured.
+func (e *endpointTools) forget(conns []*upstream.Conn) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for name := range e.m {
+		if !slices.ContainsFunc(conns, func(c *upstream.Conn) bool { return c.Name() == name }) {
+			delete(e.m, name)
+		}
+	}
 }
 
 // CallTool implements downstream.Backend: failures reach the MCP client as

@@ -77,8 +77,11 @@ type Daemon struct {
 	health   *health.Tracker
 	mgr      *upstream.Manager
 	down     *downstream.Server
-	relay    *relay.Relayer
-	streamed streamedCalls // `mcpx call`s streaming their events
+	// endpointTools: each connection's tools as the endpoint takes them
+	// (see Upstreams).
+	endpointTools endpointTools
+	relay         *relay.Relayer
+	streamed      streamedCalls // `mcpx call`s streaming their events
 	// answered: endpoint calls answered and not yet recorded.
 	answered answered
 	metrics  *metrics
