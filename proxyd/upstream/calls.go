@@ -104,7 +104,7 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	tools = c.usable(tools)
 	c.mu.Lock()
 	changed := !sameTools(c.tools, tools)
-	c.tools = tools
+	c.setToolsLocked(tools)
 	c.mu.Unlock()
 	if changed {
 		c.opts.changed(c.name)

@@ -77,6 +77,7 @@ type Conn struct {
 	serverInfo mcp.Implementation
 	caps       mcp.ServerCapabilities
 	tools      []Tool
+	toolAt     map[string]int // index of tools by name (see setToolsLocked)
 	prompts    []mcp.Prompt
 	resources  []mcp.Resource
 	templates  []mcp.ResourceTemplate
@@ -197,12 +198,22 @@ func (c *Conn) Tools() []Tool {
 func (c *Conn) Tool(name string) (Tool, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, t := range c.tools {
-		if t.Name == name {
-			return t, true
-		}
+	if i, ok := c.toolAt[name]; ok {
+		return c.tools[i], true
 	}
 	return Tool{}, false
+}
+
+// setToolsLocked installs a new tool list (c.mu held) and its index: every
+// call looks its tool up, and a server may list thousands.
+func (c *Conn) setToolsLocked(tools []Tool) {
+	at := make(map[string]int, len(tools))
+	for i, t := range tools {
+		if _, dup := at[t.Name]; !dup {
+			at[t.Name] = i // the first of a name, as a scan would find
+		}
+	}
+	c.tools, c.toolAt = tools, at
 }
 
 // Prompts is the current prompt list.

@@ -171,7 +171,8 @@ func (c *Conn) connect() (time.Duration, error) {
 	c.wire = w
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
-	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
+	c.setToolsLocked(lists.tools)
+	c.prompts, c.resources, c.templates = lists.prompts, lists.resources, lists.templates
 	c.mu.Unlock()
 	c.setState(api.StateReady, "")
 	go c.reapplyLevel()
@@ -310,7 +311,8 @@ func (c *Conn) refreshLists() {
 		return
 	}
 	c.mu.Lock()
-	c.tools, c.prompts, c.resources, c.templates = l.tools, l.prompts, l.resources, l.templates
+	c.setToolsLocked(l.tools)
+	c.prompts, c.resources, c.templates = l.prompts, l.resources, l.templates
 	c.mu.Unlock()
 	c.opts.changed(c.name)
 }

@@ -317,7 +317,8 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	c.wire = w
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
-	c.tools, c.prompts, c.resources, c.templates = lists.tools, lists.prompts, lists.resources, lists.templates
+	c.setToolsLocked(lists.tools)
+	c.prompts, c.resources, c.templates = lists.prompts, lists.resources, lists.templates
 	c.mu.Unlock()
 	n := c.reinits.Add(1)
 	go c.reapplyLevel()
