@@ -81,6 +81,7 @@ bench:
 	$(GO) test -run '^$$' -bench ForgottenSession100 -benchtime 100x ./proxyd/upstream/
 	$(GO) test -run '^$$' -bench CallOverhead -benchtime 5000x ./proxyd/telemetry/
 	$(GO) test -run '^$$' -bench CallLatencyByState -benchtime 2000x ./proxyd/
+	$(GO) test -run '^$$' -bench CallManyTools -benchtime 2000x ./proxyd/
 	$(GO) test -run '^$$' -bench SyncManyTools -benchtime 30x ./proxyd/downstream/
 	$(GO) test -run '^$$' -bench RefreshStormReplicas -benchtime 10x ./proxyd/oauth/
 
