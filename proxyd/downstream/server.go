@@ -228,8 +228,9 @@ func (s *Server) Sync() {
 	var prompts []server.ServerPrompt
 	var resources []server.ServerResource
 	var templates []server.ServerResourceTemplate
-	// Signatures of the lists, to tell a change: hashes, not the JSON of
-	// every tool (megabytes for an upstream with thousands of tools).
+	// To tell a change: each exposed tool's key (its server, name and
+	// definition hash), and signatures of the other lists: hashes, not
+	// JSON kept (megabytes for an upstream with thousands of tools).
 	n := 0
 	for _, u := range ups {
 		n += len(u.Tools)
