@@ -3,9 +3,7 @@ package proxyd
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -32,37 +30,13 @@ func BenchmarkCallManyTools(b *testing.B) {
 	waitReady(b, td, "many")
 	waitReady(b, td, "few")
 	ctx := context.Background()
-	reqs := []api.CallRequest{
-		{Server: "few", Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)},
-		{Server: "many", Tool: "tool_10000", Arguments: json.RawMessage(`{"text":"x"}`)},
+	call := func(req api.CallRequest) func() error {
+		return func() error { _, err := td.client.Call(ctx, req); return err }
 	}
-	call := func(req api.CallRequest) time.Duration {
-		start := time.Now()
-		if _, err := td.client.Call(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(start)
-	}
-	for range 50 { // warm connections and caches
-		for _, r := range reqs {
-			call(r)
-		}
-	}
-	samples := make([][]time.Duration, len(reqs))
-	b.ResetTimer()
-	for n := 0; n < b.N; n++ {
-		for i := range reqs {
-			j := (i + n) % len(reqs)
-			samples[j] = append(samples[j], call(reqs[j]))
-		}
-	}
-	b.StopTimer()
-	p50 := make([]float64, len(reqs))
-	for i, s := range samples {
-		slices.Sort(s)
-		p50[i] = float64(s[len(s)/2])
-	}
-	b.ReportMetric(p50[0]/1e3, "few_p50_us")
-	b.ReportMetric(p50[1]/1e3, "many_p50_us")
+	p50 := interleavedP50s(b,
+		call(api.CallRequest{Server: "few", Tool: "echo", Arguments: json.RawMessage(`{"text":"x"}`)}),
+		call(api.CallRequest{Server: "many", Tool: "tool_10000", Arguments: json.RawMessage(`{"text":"x"}`)}))
+	b.ReportMetric(p50[0], "few_p50_us")
+	b.ReportMetric(p50[1], "many_p50_us")
 	b.ReportMetric(p50[1]/p50[0], "many_x")
 }
