@@ -216,6 +216,12 @@ func (c *Conn) setToolsLocked(tools []Tool) {
 	c.tools, c.toolAt = tools, at
 }
 
+// setListsLocked installs all four lists (c.mu held).
+func (c *Conn) setListsLocked(l lists) {
+	c.setToolsLocked(l.tools)
+	c.prompts, c.resources, c.templates = l.prompts, l.resources, l.templates
+}
+
 // Prompts is the current prompt list.
 func (c *Conn) Prompts() []mcp.Prompt {
 	c.mu.RLock()

@@ -171,8 +171,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	c.wire = w
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
-	c.setToolsLocked(lists.tools)
-	c.prompts, c.resources, c.templates = lists.prompts, lists.resources, lists.templates
+	c.setListsLocked(lists)
 	c.mu.Unlock()
 	c.setState(api.StateReady, "")
 	go c.reapplyLevel()
@@ -311,8 +310,7 @@ func (c *Conn) refreshLists() {
 		return
 	}
 	c.mu.Lock()
-	c.setToolsLocked(l.tools)
-	c.prompts, c.resources, c.templates = l.prompts, l.resources, l.templates
+	c.setListsLocked(l)
 	c.mu.Unlock()
 	c.opts.changed(c.name)
 }

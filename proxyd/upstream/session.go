@@ -317,8 +317,7 @@ func (c *Conn) reinitialize(stale string, deviation bool) (toolsChanged bool, er
 	c.wire = w
 	c.serverInfo = res.ServerInfo
 	c.caps = res.Capabilities
-	c.setToolsLocked(lists.tools)
-	c.prompts, c.resources, c.templates = lists.prompts, lists.resources, lists.templates
+	c.setListsLocked(lists)
 	c.mu.Unlock()
 	n := c.reinits.Add(1)
 	go c.reapplyLevel()
