@@ -31,9 +31,14 @@ var quietAfter = time.Second
 
 var st struct {
 	inflight   atomic.Int64
-	on         atomic.Bool // following > 0
-	busy       atomic.Bool // the runtime's choice is in force
-	overlapped atomic.Bool // two calls ran at once since the last check
+	on         atomic.Bool  // following > 0
+	busy       atomic.Bool  // the runtime's choice is in force
+	overlapped atomic.Bool  // two calls ran at once since the last check
+	serving    atomic.Int64 // requests in flight (Serve)
+	waiting    atomic.Bool  // quiet holds a channel for WaitQuiet
+
+	quietMu sync.Mutex
+	quiet   chan struct{} // closed once nothing is in flight
 
 	mu        sync.Mutex
 	following int // Follows in force: one processor while quiet
@@ -103,7 +108,77 @@ func Enter() {
 }
 
 // Leave ends a call counted by Enter.
-func Leave() { st.inflight.Add(-1) }
+func Leave() {
+	if st.inflight.Add(-1) == 0 {
+		quietNow()
+	}
+}
+
+// Serve counts a request to the MCP endpoint in flight until Served:
+// from its arrival to the end of its answer, a longer span than its
+// call's (Enter). WaitQuiet waits out both.
+func Serve() { st.serving.Add(1) }
+
+// Served ends a request counted by Serve.
+func Served() {
+	if st.serving.Add(-1) == 0 {
+		quietNow()
+	}
+}
+
+// Lone reports whether proxyd's Go code runs on one processor for calls
+// that come one at a time (see the package comment) rather than on the
+// runtime's choice.
+func Lone() bool { return st.on.Load() && !st.busy.Load() }
+
+// calling reports whether a request or a call is in flight.
+func calling() bool { return st.inflight.Load() > 0 || st.serving.Load() > 0 }
+
+// WaitQuiet returns once no request or call is in flight, or after max.
+// Work that would hold the one processor of lone calls (see Lone) runs
+// in such moments, in pieces, so that a request finds it busy for one
+// piece at most.
+func WaitQuiet(max time.Duration) {
+	var t *time.Timer
+	for calling() {
+		st.quietMu.Lock()
+		if st.quiet == nil {
+			st.quiet = make(chan struct{})
+		}
+		ch := st.quiet
+		st.waiting.Store(true)
+		st.quietMu.Unlock()
+		if !calling() { // the last one ended before it could see the channel
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(max)
+			defer t.Stop()
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// quietNow wakes WaitQuiet's waiters when nothing is in flight. The
+// request or call that ends last calls it just before its answer leaves;
+// a woken waiter, on the one processor, runs once that goroutine waits
+// (for the connection's next request), so the answer goes first.
+func quietNow() {
+	if !st.waiting.Load() || calling() {
+		return
+	}
+	st.quietMu.Lock()
+	defer st.quietMu.Unlock()
+	if st.quiet != nil {
+		close(st.quiet)
+		st.quiet = nil
+	}
+	st.waiting.Store(false)
+}
 
 func raise() {
 	st.mu.Lock()

@@ -78,3 +78,36 @@ func TestCountFollowsCalls(t *testing.T) {
 	doneWriter()
 	want("stopped, no writer", def)
 }
+
+// WaitQuiet returns once neither a request (Serve) nor a call (Enter)
+// is in flight, or after its bound.
+func TestWaitQuiet(t *testing.T) {
+	WaitQuiet(time.Hour) // nothing in flight: at once
+
+	for _, tc := range []struct {
+		name       string
+		start, end func()
+	}{
+		{"request", Serve, Served},
+		{"call", Enter, Leave},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.start()
+			done := make(chan struct{})
+			go func() { WaitQuiet(time.Hour); close(done) }()
+			waitfor.True(t, 10*time.Second, "WaitQuiet to wait", st.waiting.Load)
+			select {
+			case <-done:
+				t.Fatalf("WaitQuiet returned with a %s in flight", tc.name)
+			default:
+			}
+			tc.end()
+			<-done
+		})
+	}
+
+	// A long call does not hold a waiter past its bound.
+	Enter()
+	defer Leave()
+	WaitQuiet(time.Millisecond)
+}

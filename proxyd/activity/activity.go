@@ -374,7 +374,7 @@ func (s *Store) run() {
 	write := func() {
 		var err error
 		if len(batch) > 0 {
-			s.ownProc(func() { err = s.insert(batch) })
+			err = s.write(batch)
 			if err != nil {
 				s.writeErrs.Add(1)
 				s.dropped.Add(uint64(len(batch)))
@@ -487,7 +487,56 @@ func (s *Store) ownProc(f func()) {
 	f()
 }
 
-func (s *Store) insert(batch []Record) error {
+// write commits a batch. A lowered writer takes a processor of its own
+// for it (ownProc), except while lone calls run on proxyd's one
+// processor (procs.Lone): taking one and giving it back each change the
+// processor count, which stops the world, and on a busy machine that
+// takes from tens of microseconds to milliseconds, long enough to put
+// the call it stops among proxyd's slowest 1%. Then the batch is written
+// on the calls' processor instead, at their priority (the lowered
+// thread, off the CPU, would hold their only processor), a slice at a
+// time between requests (see pause).
+func (s *Store) write(batch []Record) error {
+	if s.writerThread.Load() != 0 && procs.Lone() {
+		done := make(chan error, 1)
+		go func() { done <- s.insert(batch, sliceRows, pause) }()
+		return <-done
+	}
+	var err error
+	s.ownProc(func() { err = s.insert(batch, insertRows, nil) })
+	return err
+}
+
+// sliceRows is the most records a batch written between requests (see
+// write) inserts at a time: about 100 µs of the SQL engine's work, the
+// longest a request that arrives meanwhile waits for it.
+const sliceRows = 8
+
+// quietMax bounds each wait of a batch written between requests for a
+// moment with none in flight, so that a long call does not hold the
+// batch up.
+const quietMax = 5 * time.Millisecond
+
+// yieldFor is a pause long enough not to have ended when the scheduler
+// next looks for work, so that it first polls the network: a request
+// that arrived during the last slice then goes before the next.
+const yieldFor = 20 * time.Microsecond
+
+// pause comes before each slice of a batch written between requests:
+// it lets requests that have arrived go first and waits for a moment
+// without any in flight. Once calls overlap they have processors enough,
+// and the slices go on without pauses.
+func pause() {
+	if !procs.Lone() {
+		return
+	}
+	time.Sleep(yieldFor)
+	procs.WaitQuiet(quietMax)
+}
+
+// insert commits batch in statements of at most most records (a power
+// of two), calling before, where set, ahead of each and of the commit.
+func (s *Store) insert(batch []Record, most int, before func()) error {
 	ctx := context.Background()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -505,9 +554,12 @@ func (s *Store) insert(batch []Record) error {
 	for rows := batch; len(rows) > 0; {
 		// Statements of a power of two rows (64, 32, ... 1) are prepared
 		// once and reused: parsing one was a fifth of the writer's time.
-		n := insertRows
+		n := most
 		for n > len(rows) {
 			n /= 2
+		}
+		if before != nil {
+			before()
 		}
 		stmt, err := s.insertStmt(ctx, n)
 		if err != nil {
@@ -517,6 +569,9 @@ func (s *Store) insert(batch []Record) error {
 			return err
 		}
 		rows = rows[n:]
+	}
+	if before != nil {
+		before()
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("write activity: commit: %w", err)

@@ -1,7 +1,9 @@
 package activity
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"runtime"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpx-dev/mcpx/internal/procs"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 )
@@ -120,5 +123,46 @@ func TestLoweredWriterBringsItsProcessor(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// While calls come one at a time on proxyd's one processor, a lowered
+// writer's batch is written on that processor between requests rather
+// than on one of its own: the processor count does not change (each
+// change stops the world), and every record is committed, in statements
+// of a slice each.
+func TestBatchBetweenLoneCallsKeepsTheCount(t *testing.T) {
+	skipUnlessLowered(t)
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set in the environment: the count never follows calls")
+	}
+	// Writers of earlier tests may still be on their way out.
+	waitfor.True(t, 10*time.Second, "no lowered writer to run", func() bool { return runtime.GOMAXPROCS(0) == defaultProcs })
+	stop := procs.Follow()
+	defer stop()
+	if !procs.Lone() {
+		t.Fatal("following calls, none in flight: not on one processor")
+	}
+	s := newStore(t, store.EngineSQLite, Options{})
+	waitfor.True(t, 10*time.Second, "the writer to lower its thread", func() bool { return s.writerThread.Load() != 0 })
+
+	before := procs.Changes()
+	const n = 3*sliceRows + 1
+	for i := range n {
+		s.Add(Record{Server: "s", Tool: fmt.Sprintf("t%d", i)})
+	}
+	flush(t, s)
+	if got := procs.Changes(); got != before {
+		t.Errorf("a batch between lone calls changed the processor count %d times", got-before)
+	}
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("GOMAXPROCS %d after the batch, want 1", n)
+	}
+	recs, err := s.List(context.Background(), Filter{Limit: 2 * n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != n {
+		t.Errorf("%d records committed, want %d", len(recs), n)
 	}
 }
