@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/discovery"
-	"github.com/mcpx-dev/mcpx/internal/procs"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -214,7 +213,7 @@ func Run(ctx context.Context, opts Options) error {
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	srvs := d.newServers(cfg.Limits, mcpLn, sockLn,
-		endOnShutdown(countServing(d.tel.Handler(d.down.Handler(d.token, ""))), streams), endOnShutdown(d.routes(), streams))
+		endOnShutdown(d.tel.Handler(d.down.Handler(d.token, "")), streams), endOnShutdown(d.routes(), streams))
 	mcpSrv, apiSrv := srvs.mcp, srvs.api
 	apiSrv.ConnContext = d.connContext
 
@@ -289,21 +288,6 @@ func Run(ctx context.Context, opts Options) error {
 	phase("draining socket calls", apiSrv.Shutdown)
 	d.log.Info("proxyd stopped")
 	return runErr
-}
-
-// countServing counts the endpoint's POSTs in flight (procs.Serve): the
-// activity writer's batch, while calls come one at a time, is written in
-// moments without one.
-func countServing(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			next.ServeHTTP(w, r)
-			return
-		}
-		procs.Serve()
-		defer procs.Served()
-		next.ServeHTTP(w, r)
-	})
 }
 
 // endOnShutdown cancels long-lived requests (GET streams, sign-ins,

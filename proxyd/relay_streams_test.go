@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/fixtures/conformance"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/procs"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
@@ -317,6 +318,14 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 		n := handlersIn(listenFn)
 		return n == held, fmt.Sprintf("%d listen handlers, want %d", n, held)
 	})
+	// An open listen stream is not a request in flight: the activity
+	// writer, while calls come one at a time, waits for moments without
+	// one (procs.WaitQuiet).
+	inFlight := func() (bool, string) {
+		requests, calls := procs.InFlight()
+		return requests == 0 && calls == 0, fmt.Sprintf("%d requests and %d calls in flight, want none", requests, calls)
+	}
+	waitfor.Cond(t, 10*time.Second, "no request in flight with only listen streams open", inFlight)
 	for _, st := range streams {
 		st.cancel()
 		<-st.done
@@ -325,6 +334,7 @@ func TestListenStreamsEndWithTheirClients(t *testing.T) {
 		n := handlersIn(listenFn)
 		return n == 0, fmt.Sprintf("%d listen handlers still running", n)
 	})
+	waitfor.Cond(t, 10*time.Second, "no request in flight once the streams ended", inFlight)
 	waitfor.Cond(t, 10*time.Second, "proxyd's upstream listen streams to be back to one per modern upstream", func() (bool, string) {
 		n := handlersIn(upstreamFn)
 		return n == baseline, fmt.Sprintf("the upstream serves %d streams, want %d", n, baseline)

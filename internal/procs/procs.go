@@ -14,6 +14,13 @@
 // thread that readied it. Two calls at once need the cores: the first
 // call that overlaps another raises the count before it goes on, and
 // the count drops back after quietAfter without overlapping calls.
+//
+// Each change stops the world, which on a busy machine takes from tens
+// of microseconds to milliseconds; a call it stops is likely among
+// proxyd's slowest. So background work that would hold the one processor
+// does not take another for itself while the calls come one at a time:
+// it runs on theirs in small pieces, each in a moment with no request or
+// call in flight (Lone, WaitQuiet).
 package procs
 
 import (
@@ -133,6 +140,10 @@ func Lone() bool { return st.on.Load() && !st.busy.Load() }
 
 // calling reports whether a request or a call is in flight.
 func calling() bool { return st.inflight.Load() > 0 || st.serving.Load() > 0 }
+
+// InFlight reports how many requests (Serve) and calls (Enter) are in
+// flight, for tests.
+func InFlight() (requests, calls int64) { return st.serving.Load(), st.inflight.Load() }
 
 // WaitQuiet returns once no request or call is in flight, or after max.
 // Work that would hold the one processor of lone calls (see Lone) runs

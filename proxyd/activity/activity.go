@@ -477,7 +477,8 @@ func (s *Store) run() {
 
 // ownProc runs f, a piece of the writer's work, with a processor of its
 // own when the writer is lowered and the calls have one (see procs): a
-// batch holds its processor for its whole length.
+// trim, or a batch while calls overlap (see write), holds its processor
+// for its whole length.
 func (s *Store) ownProc(f func()) {
 	if s.writerThread.Load() == 0 {
 		f()
@@ -495,11 +496,11 @@ func (s *Store) ownProc(f func()) {
 // the call it stops among proxyd's slowest 1%. Then the batch is written
 // on the calls' processor instead, at their priority (the lowered
 // thread, off the CPU, would hold their only processor), a slice at a
-// time between requests (see pause).
+// time between requests (see pauses).
 func (s *Store) write(batch []Record) error {
 	if s.writerThread.Load() != 0 && procs.Lone() {
 		done := make(chan error, 1)
-		go func() { done <- s.insert(batch, sliceRows, pause) }()
+		go func() { done <- s.insert(batch, sliceRows, pauses()) }()
 		return <-done
 	}
 	var err error
@@ -512,45 +513,47 @@ func (s *Store) write(batch []Record) error {
 // longest a request that arrives meanwhile waits for it.
 const sliceRows = 8
 
-// quietMax bounds each wait of a batch written between requests for a
-// moment with none in flight, so that a long call does not hold the
-// batch up.
-const quietMax = 5 * time.Millisecond
+// quietMax bounds the time a batch written between requests spends
+// waiting for moments without one: a long call in flight, or calls
+// without gaps, must not hold the batch (and with it SQLite's write lock,
+// which other writers wait for) for long.
+const quietMax = 20 * time.Millisecond
 
 // yieldFor is a pause long enough not to have ended when the scheduler
 // next looks for work, so that it first polls the network: a request
 // that arrived during the last slice then goes before the next.
 const yieldFor = 20 * time.Microsecond
 
-// pause comes before each slice of a batch written between requests:
-// it lets requests that have arrived go first and waits for a moment
-// without any in flight. Once calls overlap they have processors enough,
-// and the slices go on without pauses.
-func pause() {
-	if !procs.Lone() {
-		return
+// pauses returns what comes before each slice of a batch written between
+// requests: it lets requests that have arrived go first and waits for a
+// moment without any in flight, until the batch has waited quietMax in
+// all. Once calls overlap they have processors enough, and the slices go
+// on without pauses.
+func pauses() func() {
+	end := time.Now().Add(quietMax)
+	return func() {
+		left := time.Until(end)
+		if left <= 0 || !procs.Lone() {
+			return
+		}
+		time.Sleep(yieldFor)
+		procs.WaitQuiet(left)
 	}
-	time.Sleep(yieldFor)
-	procs.WaitQuiet(quietMax)
 }
 
 // insert commits batch in statements of at most most records (a power
 // of two), calling before, where set, ahead of each and of the commit.
 func (s *Store) insert(batch []Record, most int, before func()) error {
+	if before == nil {
+		before = func() {}
+	}
 	ctx := context.Background()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("write activity: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	for i := range batch {
-		r := &batch[i]
-		r.Error = truncate(redact.Text(r.Error), MaxErrorLen)
-		r.Reason = truncate(redact.Text(r.Reason), MaxErrorLen)
-		// Subscribers get exactly what Get would return.
-		r.Time = time.Unix(0, r.Time.UnixNano()).UTC()
-		r.DurationMS = float64(durationUS(r.DurationMS)) / 1000
-	}
+	var tx *store.Tx
+	defer func() {
+		if tx != nil {
+			_ = tx.Rollback()
+		}
+	}()
 	for rows := batch; len(rows) > 0; {
 		// Statements of a power of two rows (64, 32, ... 1) are prepared
 		// once and reused: parsing one was a fifth of the writer's time.
@@ -558,8 +561,20 @@ func (s *Store) insert(batch []Record, most int, before func()) error {
 		for n > len(rows) {
 			n /= 2
 		}
-		if before != nil {
-			before()
+		before()
+		if tx == nil {
+			var err error
+			if tx, err = s.db.BeginTx(ctx, nil); err != nil {
+				return fmt.Errorf("write activity: begin: %w", err)
+			}
+		}
+		for i := range rows[:n] {
+			r := &rows[i]
+			r.Error = truncate(redact.Text(r.Error), MaxErrorLen)
+			r.Reason = truncate(redact.Text(r.Reason), MaxErrorLen)
+			// Subscribers get exactly what Get would return.
+			r.Time = time.Unix(0, r.Time.UnixNano()).UTC()
+			r.DurationMS = float64(durationUS(r.DurationMS)) / 1000
 		}
 		stmt, err := s.insertStmt(ctx, n)
 		if err != nil {
@@ -570,10 +585,13 @@ func (s *Store) insert(batch []Record, most int, before func()) error {
 		}
 		rows = rows[n:]
 	}
-	if before != nil {
-		before()
+	if tx == nil {
+		return nil
 	}
-	if err := tx.Commit(); err != nil {
+	before()
+	err := tx.Commit()
+	tx = nil
+	if err != nil {
 		return fmt.Errorf("write activity: commit: %w", err)
 	}
 	s.publish(batch)

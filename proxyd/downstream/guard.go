@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpx-dev/mcpx/internal/procs"
 )
 
 type clientKey struct{}
@@ -53,6 +55,13 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 		}
 		if refuseBatch(w, r) {
 			return
+		}
+		if r.Method == http.MethodPost {
+			// A request in flight, from its arrival to the end of its
+			// answer: the activity writer, while calls come one at a
+			// time, writes its batches in moments without one.
+			procs.Serve()
+			defer procs.Served()
 		}
 		if s.relay(w, r, client) {
 			return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/procs"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
@@ -184,6 +185,11 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 	}
 	s.listening.Add(1)
 	defer s.listening.Add(-1)
+	// A listen stream stays open to wait for notifications: not a
+	// request in flight (see guard), or the activity writer would find
+	// no moment without one for as long as a client listens.
+	procs.Served()
+	defer procs.Serve()
 	sub, _ := s.backend.(Subscriber)
 	t := s.table.Load()
 	want := p.Notifications
