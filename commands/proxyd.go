@@ -33,8 +33,10 @@ override. Its Go code runs on one processor while it relays one call at
 a time (a lone call then pays no thread wake-ups between its
 goroutines), and on the runtime's choice once calls overlap, back to one
 after a second without overlapping calls. On Linux the activity writer
-runs at a lower priority with a processor of its own (while calls
-overlap, and for each batch it writes). Set GOMAXPROCS to fix the count.
+runs at a lower priority with a processor of its own while calls
+overlap; while they come one at a time it writes its batches on their
+processor, a few records at a time between requests, so the count does
+not change for it. Set GOMAXPROCS to fix the count.
 The metrics show the count (go_sched_gomaxprocs_threads) and its changes
 (mcpx_processor_changes_total).
 
