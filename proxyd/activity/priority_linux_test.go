@@ -165,4 +165,19 @@ func TestBatchBetweenLoneCallsKeepsTheCount(t *testing.T) {
 	if len(recs) != n {
 		t.Errorf("%d records committed, want %d", len(recs), n)
 	}
+
+	// A call in flight for longer than the batch may wait (quietMax in
+	// all) does not hold it up: flush returns with the call still running.
+	procs.Enter()
+	defer procs.Leave()
+	for i := range n {
+		s.Add(Record{Server: "s", Tool: fmt.Sprintf("u%d", i)})
+	}
+	flush(t, s)
+	if recs, err = s.List(context.Background(), Filter{Limit: 4 * n}); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2*n {
+		t.Errorf("%d records committed with a call in flight, want %d", len(recs), 2*n)
+	}
 }
