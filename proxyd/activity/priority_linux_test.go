@@ -143,8 +143,12 @@ func TestBatchBetweenLoneCallsKeepsTheCount(t *testing.T) {
 	if !procs.Lone() {
 		t.Fatal("following calls, none in flight: not on one processor")
 	}
+	from := procs.Changes()
 	s := newStore(t, store.EngineSQLite, Options{})
 	waitfor.True(t, 10*time.Second, "the writer to lower its thread", func() bool { return s.writerThread.Load() != 0 })
+	// Its first retention trim, at start, still takes a processor of its
+	// own: two changes.
+	waitfor.True(t, 10*time.Second, "the writer's first trim", func() bool { return procs.Changes() == from+2 })
 
 	before := procs.Changes()
 	const n = 3*sliceRows + 1
