@@ -255,7 +255,7 @@ func apply() {
 	if fixed {
 		return
 	}
-	if st.following > 0 && !st.busy.Load() {
+	if Lone() {
 		set(1 + st.writing)
 		return
 	}
