@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 )
@@ -16,9 +17,14 @@ import (
 // sqliteNotADB is SQLITE_NOTADB; SQLITE_CORRUPT is reported for some
 // damaged headers too.
 const (
+	sqliteBusy    = 5
 	sqliteCorrupt = 11
 	sqliteNotADB  = 26
 )
+
+// busyTimeout is how long a statement waits for another connection's
+// lock, and how long Open keeps retrying the switch to WAL.
+const busyTimeout = 5 * time.Second
 
 type sqliteEngine struct{}
 
@@ -57,6 +63,9 @@ func (sqliteEngine) explain(path string, err error) error {
 		case sqliteNotADB, sqliteCorrupt:
 			return &OpenError{Path: path, Err: fmt.Errorf("%w: %v", ErrNotDatabase, err),
 				Fix: "move the file aside or delete it; mcpx creates a new one (stored sign-ins and activity are lost)"}
+		case sqliteBusy:
+			return &OpenError{Path: path, Err: err,
+				Fix: fmt.Sprintf("another process held its write lock for over %v; stop that process or choose another --state-dir", busyTimeout)}
 		}
 	}
 	return &OpenError{Path: path, Err: err}
@@ -88,8 +97,7 @@ func openSQLite(path string, target int) (*DB, error) {
 	}
 
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
 	// NORMAL in WAL mode: commits do not fsync; a power loss may lose the
 	// last transactions but never corrupts the file.
@@ -103,6 +111,10 @@ func openSQLite(path string, target int) (*DB, error) {
 		return nil, &OpenError{Path: path, Err: err}
 	}
 	d := &DB{sql: sdb, eng: sqliteEngine{}, where: path}
+	if err := useWAL(sdb); err != nil {
+		_ = sdb.Close()
+		return nil, d.eng.explain(path, err)
+	}
 	if err := d.migrateTo(context.Background(), target); err != nil {
 		_ = sdb.Close()
 		return nil, d.eng.explain(path, err)
@@ -115,6 +127,33 @@ func openSQLite(path string, target int) (*DB, error) {
 	}
 	return d, nil
 }
+
+// useWAL switches the file to the WAL journal; the mode is stored in the
+// file, so every later connection, ours or another process's, uses it.
+// It is not a connection pragma because SQLite answers a switch that
+// meets another connection's switch or transaction with SQLITE_BUSY at
+// once, without waiting out the busy timeout: processes opening a new
+// file together would fail. So it is retried here, within the timeout.
+func useWAL(sdb *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		// A file system without shared memory keeps the old mode and
+		// answers with it; the store works, as before, without WAL.
+		_, err := sdb.Exec("PRAGMA journal_mode = WAL")
+		var se *sqlite.Error
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &se) || se.Code()&0xff != sqliteBusy || time.Now().After(deadline):
+			return fmt.Errorf("switch to WAL journal: %w", err)
+		}
+		walBusy()
+		time.Sleep(pause)
+	}
+}
+
+// walBusy runs after each busy answer to the switch; tests end the lock.
+var walBusy = func() {}
 
 // restrict makes a file owner-only if it exists with a wider mode.
 func restrict(p string) error {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -249,6 +250,46 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 				t.Errorf("columns of later steps: %v", err)
 			}
 		})
+	}
+}
+
+// SQLite answers a switch to WAL that meets another connection's write
+// lock with SQLITE_BUSY at once, busy timeout or not (processes starting
+// together on a new state file meet it now and then); Open waits it out.
+func TestOpenWaitsOutAWriterOnSwitchToWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"CREATE TABLE other (x)", "BEGIN IMMEDIATE", "INSERT INTO other VALUES (1)"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var committed bool
+	walBusy = func() {
+		if !committed {
+			committed = true
+			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() { walBusy = func() {} })
+	db, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open while another connection writes: %v", err)
+	}
+	defer db.Close()
+	if !committed {
+		t.Fatal("Open never met the other connection's lock; the test shows nothing")
 	}
 }
 
