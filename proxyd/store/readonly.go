@@ -24,7 +24,7 @@ func OpenSQLiteReadOnly(ctx context.Context, path string) (*DB, error) {
 	}
 	q := url.Values{}
 	q.Set("mode", "ro")
-	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", busyTimeoutPragma())
 	q.Add("_pragma", "query_only(1)")
 	sdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {

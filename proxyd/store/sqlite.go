@@ -26,6 +26,12 @@ const (
 // lock, and how long Open keeps retrying the switch to WAL.
 const busyTimeout = 5 * time.Second
 
+// busyTimeoutPragma sets busyTimeout on each connection, the read-only
+// opener's too.
+func busyTimeoutPragma() string {
+	return fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds())
+}
+
 type sqliteEngine struct{}
 
 func (sqliteEngine) name() string           { return EngineSQLite }
@@ -97,7 +103,7 @@ func openSQLite(path string, target int) (*DB, error) {
 	}
 
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", busyTimeoutPragma())
 	q.Add("_pragma", "foreign_keys(1)")
 	// NORMAL in WAL mode: commits do not fsync; a power loss may lose the
 	// last transactions but never corrupts the file.
