@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -435,12 +434,17 @@ func (e *endpointTools) of(c *upstream.Conn) []downstream.Tool {
 	return to
 }
 
-// forget drops the tools of servers no longer configured.
+// forget drops the tools of servers no longer configured: one pass over
+// each, as a publish runs it with every server.
 func (e *endpointTools) forget(conns []*upstream.Conn) {
+	live := make(map[string]struct{}, len(conns))
+	for _, c := range conns {
+		live[c.Name()] = struct{}{}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for name := range e.m {
-		if !slices.ContainsFunc(conns, func(c *upstream.Conn) bool { return c.Name() == name }) {
+		if _, ok := live[name]; !ok {
 			delete(e.m, name)
 		}
 	}
