@@ -32,6 +32,16 @@ func busyTimeoutPragma() string {
 	return fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds())
 }
 
+// primaryCode is the primary result code (SQLITE_BUSY, ...) of an error
+// from SQLite, without its extended bits.
+func primaryCode(err error) (int, bool) {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return 0, false
+	}
+	return se.Code() & 0xff, true
+}
+
 type sqliteEngine struct{}
 
 func (sqliteEngine) name() string           { return EngineSQLite }
@@ -63,9 +73,8 @@ func (sqliteEngine) explain(path string, err error) error {
 	if errors.As(err, &oe) {
 		return err
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
+	if code, ok := primaryCode(err); ok {
+		switch code {
 		case sqliteNotADB, sqliteCorrupt:
 			return &OpenError{Path: path, Err: fmt.Errorf("%w: %v", ErrNotDatabase, err),
 				Fix: "move the file aside or delete it; mcpx creates a new one (stored sign-ins and activity are lost)"}
@@ -146,11 +155,11 @@ func useWAL(sdb *sql.DB) error {
 		// A file system without shared memory keeps the old mode and
 		// answers with it; the store works, as before, without WAL.
 		_, err := sdb.Exec("PRAGMA journal_mode = WAL")
-		var se *sqlite.Error
+		code, _ := primaryCode(err)
 		switch {
 		case err == nil:
 			return nil
-		case !errors.As(err, &se) || se.Code()&0xff != sqliteBusy || time.Now().After(deadline):
+		case code != sqliteBusy || time.Now().After(deadline):
 			return fmt.Errorf("switch to WAL journal: %w", err)
 		}
 		walBusy()
