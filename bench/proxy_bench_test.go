@@ -116,6 +116,8 @@ type path struct {
 type conn struct {
 	*client.Client
 	tap *tap
+	// end closes the session (once; again at the benchmark's end).
+	end func()
 }
 
 // dial opens an initialised MCP client session on p.
@@ -141,8 +143,9 @@ func dial(b *testing.B, p path) conn {
 	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "bench", Version: "1"}}}); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { cl.Close() })
-	c := conn{Client: cl, tap: tp}
+	end := sync.OnceFunc(func() { cl.Close() })
+	b.Cleanup(end)
+	c := conn{Client: cl, tap: tp, end: end}
 	// Warm the connection and caches.
 	for range 20 {
 		p.call(b, c)
@@ -188,15 +191,36 @@ func (p path) call(b *testing.B, c conn) sample {
 	return sample{took, true}
 }
 
-// caller opens a client session on a path and returns its call: one
-// call of the path's tool, timed.
-type caller func(b *testing.B, p path) func() sample
+// caller opens a client session on a path and returns its call (one
+// call of the path's tool, timed) and the session's end. A measurement
+// ends the sessions it opened once it is done, as a client does when it
+// exits: left open, a run's sessions (several thousand legacy ones by
+// its last rows) would pile up in the upstream and in proxyd, and the
+// rows measured late would meet servers heavier than the early ones did.
+type caller func(b *testing.B, p path) (call func() sample, end func())
+
+// sessions are the ends of the sessions a measurement opened.
+type sessions []func()
+
+// open opens a session on p with how and keeps its end.
+func (s *sessions) open(b *testing.B, p path, how caller) func() sample {
+	call, end := how(b, p)
+	*s = append(*s, end)
+	return call
+}
+
+// end ends them all.
+func (s sessions) end() {
+	for _, end := range s {
+		end()
+	}
+}
 
 // viaLibrary calls with the MCP client library (end to end; see
 // path.call).
-func viaLibrary(b *testing.B, p path) func() sample {
+func viaLibrary(b *testing.B, p path) (func() sample, func()) {
 	c := dial(b, p)
-	return func() sample { return p.call(b, c) }
+	return func() sample { return p.call(b, c) }, c.end
 }
 
 // timings are one path's call latencies, sorted once all are in.
@@ -224,12 +248,14 @@ func latencies(b *testing.B, paths []path, clients, calls int, how caller) []tim
 	for i := range got {
 		got[i] = make([]sample, calls)
 	}
+	var open sessions
+	defer func() { open.end() }()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range clients {
 		cls := make([]func() sample, len(paths))
 		for i, p := range paths {
-			cls[i] = how(b, p)
+			cls[i] = open.open(b, p, how)
 		}
 		// A fixed seed per worker: runs shuffle alike.
 		rng := rand.New(rand.NewPCG(uint64(w), 0))
@@ -265,11 +291,13 @@ func latencies(b *testing.B, paths []path, clients, calls int, how caller) []tim
 // alternating block by block (and the order rotating each round).
 func blocks(b *testing.B, paths []path, clients, calls, rounds int, how caller) []timings {
 	b.Helper()
+	var open sessions
+	defer func() { open.end() }()
 	cls := make([][]func() sample, clients)
 	for i := range cls {
 		cls[i] = make([]func() sample, len(paths))
 		for k, p := range paths {
-			cls[i][k] = how(b, p)
+			cls[i][k] = open.open(b, p, how)
 		}
 	}
 	lat := make([]timings, len(paths))
@@ -308,9 +336,11 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int, how caller) 
 // calling as how has it, and returns calls per second.
 func throughput(b *testing.B, p path, clients, calls int, how caller) float64 {
 	b.Helper()
+	var open sessions
+	defer func() { open.end() }()
 	workers := make([]func() sample, clients)
 	for i := range workers {
-		workers[i] = how(b, p)
+		workers[i] = open.open(b, p, how)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup

@@ -82,8 +82,9 @@ func newReplayer(b *testing.B, p path, c conn) (*replayer, error) {
 
 // replayed calls by replaying the library's recorded call (see replayer),
 // timed from sending the request to the end of its answer (on the wire).
-func replayed(b *testing.B, p path) func() sample {
-	r, err := newReplayer(b, p, dial(b, p))
+func replayed(b *testing.B, p path) (func() sample, func()) {
+	c := dial(b, p)
+	r, err := newReplayer(b, p, c)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func replayed(b *testing.B, p path) func() sample {
 			return sample{}
 		}
 		return sample{time.Since(t0), true}
-	}
+	}, c.end
 }
 
 // call sends the request once and reads its answer, which must be a
