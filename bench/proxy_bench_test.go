@@ -194,7 +194,7 @@ func (p path) call(b *testing.B, c conn) sample {
 // caller opens a client session on a path and returns its call (one
 // call of the path's tool, timed) and the session's end. A measurement
 // ends the sessions it opened once it is done, as a client does when it
-// exits: left open, a run's sessions (several thousand legacy ones by
+// exits: left open, a run's sessions (about two thousand legacy ones by
 // its last rows) would pile up in the upstream and in proxyd, and the
 // rows measured late would meet servers heavier than the early ones did.
 type caller func(b *testing.B, p path) (call func() sample, end func())
