@@ -242,7 +242,9 @@ func (t *timings) add(s sample) {
 // its garbage after answering), which lands on the call that comes next:
 // in a rotated order each path follows the same neighbour nearly every
 // round, so one path would always pay for the same other path's wake.
-func latencies(b *testing.B, paths []path, clients, calls int, how caller) []timings {
+// Besides each path's sorted latencies it returns the rounds, each path's
+// sample by round, for the ratios' intervals (see paired).
+func latencies(b *testing.B, paths []path, clients, calls int, how caller) ([]timings, paired) {
 	b.Helper()
 	got := make([][]sample, len(paths))
 	for i := range got {
@@ -283,7 +285,7 @@ func latencies(b *testing.B, paths []path, clients, calls int, how caller) []tim
 		}
 		slices.Sort(lat[i])
 	}
-	return lat
+	return lat, got
 }
 
 // blocks times calls per path in warm sequential blocks: all clients call
@@ -458,13 +460,13 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 			paths[i].unnotified = &atomic.Int64{}
 		}
 	}
-	lat := latencies(b, paths, clients, reps*callsPerRun, viaLibrary)
+	lat, rounds := latencies(b, paths, clients, reps*callsPerRun, viaLibrary)
 	blk := blocks(b, paths, clients, blockCalls, blockRounds, viaLibrary)
 	// Again on the wire: the library's CPU per call (its modern client's
 	// about twice its legacy one's) takes the cores the servers and
 	// proxies need, most of all at 16 clients, and in a cross-era row it
 	// would count against whichever path has the dearer client.
-	wlat := latencies(b, paths, clients, reps*callsPerRun, replayed)
+	wlat, wrounds := latencies(b, paths, clients, reps*callsPerRun, replayed)
 	wblk := blocks(b, paths, clients, blockCalls, blockRounds, replayed)
 	runs, wireRuns := make([][]float64, len(paths)), make([][]float64, len(paths))
 	for range reps {
@@ -530,13 +532,19 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 		var r eraRatios
 		var s string
 		r.e2e, s = addedRatios(e2e, d, rp)
+		iv := rounds.intervals(d, rp, pProxyd)
 		r.e2e.tput = perSec[pProxyd] / perSec[rp]
 		fmt.Fprintf(report, "  => %s era: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, s, 100*r.e2e.tput)
+		fmt.Fprintf(report, "     paired intervals (90%%, rounds resampled): %s\n", iv)
 		fmt.Fprintf(report, "SUMMARY %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.e2e.p50, r.e2e.p99, r.e2e.blockP50, r.e2e.blockP99, r.e2e.tput)
+		fmt.Fprintf(report, "INTERVAL %s c%d %s %s\n", label, clients, era, iv.fields())
 		r.wire, s = addedRatios(wire, d, rp)
+		iv = wrounds.intervals(d, rp, pProxyd)
 		r.wire.tput = wirePerSec[pProxyd] / wirePerSec[rp]
 		fmt.Fprintf(report, "  => %s era, on the wire: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, s, 100*r.wire.tput)
+		fmt.Fprintf(report, "     paired intervals (90%%, rounds resampled): %s\n", iv)
 		fmt.Fprintf(report, "SUMMARY-WIRE %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.wire.p50, r.wire.p99, r.wire.blockP50, r.wire.blockP99, r.wire.tput)
+		fmt.Fprintf(report, "INTERVAL-WIRE %s c%d %s %s\n", label, clients, era, iv.fields())
 		return r
 	}
 	v := verdict{cross: cross}
