@@ -467,6 +467,8 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 	// proxies need, most of all at 16 clients, and in a cross-era row it
 	// would count against whichever path has the dearer client.
 	wlat, wrounds := latencies(b, paths, clients, reps*callsPerRun, replayed)
+	dumpRounds(b, label, clients, "e2e", paths, rounds)
+	dumpRounds(b, label, clients, "wire", paths, wrounds)
 	wblk := blocks(b, paths, clients, blockCalls, blockRounds, replayed)
 	runs, wireRuns := make([][]float64, len(paths)), make([][]float64, len(paths))
 	for range reps {
