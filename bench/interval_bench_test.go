@@ -67,7 +67,9 @@ func (p paired) intervals(d, rp, pd int) addedIntervals {
 	return addedIntervals{spanOf(r50), spanOf(r99)}
 }
 
-// ratioOf is addedRatio's figure, +Inf where that has none.
+// ratioOf is proxyd's added latency over the reverse proxy's, each over
+// the direct call d; +Inf when the reverse proxy added nothing (there is
+// no ratio: addedRatio prints "n/a").
 func ratioOf(d, rp, pd time.Duration) float64 {
 	if rp-d <= 0 {
 		return math.Inf(1)

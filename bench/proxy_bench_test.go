@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -405,10 +406,10 @@ func (v verdict) judged() eraRatios {
 // over the direct call d (0 with "n/a" when the reverse proxy added
 // nothing measurable: a ratio would be noise).
 func addedRatio(d, rp, pd time.Duration) (float64, string) {
-	if rp-d <= 0 {
+	r := ratioOf(d, rp, pd)
+	if math.IsInf(r, 1) {
 		return 0, "n/a"
 	}
-	r := float64(pd-d) / float64(rp-d)
 	return r, fmt.Sprintf("%.2fx", r)
 }
 
