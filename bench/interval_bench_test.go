@@ -13,6 +13,18 @@ import (
 // n one client called every path once, in a shuffled order (latencies).
 type paired [][]sample
 
+// timings are each path's latencies, sorted (its failed calls left out).
+func (p paired) timings() []timings {
+	lat := make([]timings, len(p))
+	for i := range p {
+		for _, s := range p[i] {
+			lat[i].add(s)
+		}
+		slices.Sort(lat[i])
+	}
+	return lat
+}
+
 // bootstrapDraws is the number of resamples an interval is taken over.
 const bootstrapDraws = 200
 
@@ -82,15 +94,15 @@ func spanOf(r []float64) span {
 	return span{r[len(r)*5/100], r[len(r)*95/100]}
 }
 
-func (s span) String() string {
-	bound := func(v float64) string {
-		if math.IsInf(v, 1) {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2fx", v)
+// ratioText prints a ratio, "n/a" where there is none (+Inf).
+func ratioText(r float64) string {
+	if math.IsInf(r, 1) {
+		return "n/a"
 	}
-	return bound(s.lo) + "–" + bound(s.hi)
+	return fmt.Sprintf("%.2fx", r)
 }
+
+func (s span) String() string { return ratioText(s.lo) + "–" + ratioText(s.hi) }
 
 func (iv addedIntervals) String() string {
 	return fmt.Sprintf("p50 %s, p99 %s", iv.p50, iv.p99)
@@ -164,12 +176,7 @@ func TestPairedIntervals(t *testing.T) {
 			}),
 			check: func(p paired, iv addedIntervals) string {
 				q := make([]quantiles, 3)
-				for i := range p {
-					lat := make([]time.Duration, 0, len(p[i]))
-					for _, s := range p[i] {
-						lat = append(lat, s.took)
-					}
-					slices.Sort(lat)
+				for i, lat := range p.timings() {
 					q[i] = quantiles{p50: pct(lat, 50), p99: pct(lat, 99)}
 				}
 				for _, c := range []struct {

@@ -279,14 +279,7 @@ func latencies(b *testing.B, paths []path, clients, calls int, how caller) ([]ti
 		}()
 	}
 	wg.Wait()
-	lat := make([]timings, len(paths))
-	for i := range got {
-		for _, s := range got[i] {
-			lat[i].add(s)
-		}
-		slices.Sort(lat[i])
-	}
-	return lat, got
+	return paired(got).timings(), got
 }
 
 // blocks times calls per path in warm sequential blocks: all clients call
@@ -408,9 +401,9 @@ func (v verdict) judged() eraRatios {
 func addedRatio(d, rp, pd time.Duration) (float64, string) {
 	r := ratioOf(d, rp, pd)
 	if math.IsInf(r, 1) {
-		return 0, "n/a"
+		return 0, ratioText(r)
 	}
-	return r, fmt.Sprintf("%.2fx", r)
+	return r, ratioText(r)
 }
 
 func pct(lat []time.Duration, q int) time.Duration {
