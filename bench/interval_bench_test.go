@@ -124,9 +124,9 @@ func TestPairedIntervals(t *testing.T) {
 		for range rounds {
 			d := 200*time.Microsecond + time.Duration(rng.ExpFloat64()*float64(100*time.Microsecond))
 			rp, pd := add(rng, d)
-			p[0] = append(p[0], sample{d, true})
-			p[1] = append(p[1], sample{rp, true})
-			p[2] = append(p[2], sample{pd, true})
+			p[0] = append(p[0], sample{took: d, ok: true})
+			p[1] = append(p[1], sample{took: rp, ok: true})
+			p[2] = append(p[2], sample{took: pd, ok: true})
 		}
 		return p
 	}

@@ -154,10 +154,12 @@ func dial(b *testing.B, p path) conn {
 	return c
 }
 
-// sample is one call's latency; ok: the call succeeded.
+// sample is one call's latency; ok: the call succeeded. start is when
+// it began on the system's monotonic clock (see monotonic), for the dump.
 type sample struct {
-	took time.Duration
-	ok   bool
+	took  time.Duration
+	ok    bool
+	start int64
 }
 
 // call calls the path's tool once with the client library and times it
@@ -173,6 +175,7 @@ type sample struct {
 // one that is not is not comparable.
 func (p path) call(b *testing.B, c conn) sample {
 	c.tap.reset()
+	start := monotonic()
 	t0 := time.Now()
 	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: map[string]any{"text": "benchmark payload"}}}
 	if p.progress {
@@ -187,9 +190,9 @@ func (p path) call(b *testing.B, c conn) sample {
 		if p.failed.Add(1) == 1 {
 			b.Logf("call of %s on %s: %v", p.tool, p.name, err)
 		}
-		return sample{}
+		return sample{start: start}
 	}
-	return sample{took, true}
+	return sample{took, true, start}
 }
 
 // caller opens a client session on a path and returns its call (one

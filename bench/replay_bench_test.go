@@ -90,14 +90,15 @@ func replayed(b *testing.B, p path) (func() sample, func()) {
 	}
 	r.unnotified = p.unnotified
 	return func() sample {
+		start := monotonic()
 		t0 := time.Now()
 		if err := r.call(); err != nil {
 			if p.failed.Add(1) == 1 {
 				b.Logf("replayed call of %s on %s: %v", p.tool, p.name, err)
 			}
-			return sample{}
+			return sample{start: start}
 		}
-		return sample{time.Since(t0), true}
+		return sample{time.Since(t0), true, start}
 	}, c.end
 }
 
