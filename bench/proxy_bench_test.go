@@ -403,10 +403,11 @@ func (v verdict) judged() eraRatios {
 // nothing measurable: a ratio would be noise).
 func addedRatio(d, rp, pd time.Duration) (float64, string) {
 	r := ratioOf(d, rp, pd)
+	text := ratioText(r)
 	if math.IsInf(r, 1) {
-		return 0, ratioText(r)
+		r = 0
 	}
-	return r, ratioText(r)
+	return r, text
 }
 
 func pct(lat []time.Duration, q int) time.Duration {
@@ -527,24 +528,25 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 			}
 		}
 	}
-	side := func(era string, d, rp int) eraRatios {
-		var r eraRatios
-		var s string
-		r.e2e, s = addedRatios(e2e, d, rp)
-		iv := rounds.intervals(d, rp, pProxyd)
-		r.e2e.tput = perSec[pProxyd] / perSec[rp]
-		fmt.Fprintf(report, "  => %s era: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, s, 100*r.e2e.tput)
+	// one prints a clock's verdict lines (end to end, or on the wire: how
+	// and tag say which) and returns its ratios.
+	one := func(era, how, tag string, q []quantiles, perSec []float64, rs paired, d, rp int) ratios {
+		r, s := addedRatios(q, d, rp)
+		iv := rs.intervals(d, rp, pProxyd)
+		r.tput = perSec[pProxyd] / perSec[rp]
+		fmt.Fprintf(report, "  => %s era%s: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, how, s, 100*r.tput)
 		fmt.Fprintf(report, "     paired intervals (90%%, rounds resampled): %s\n", iv)
-		fmt.Fprintf(report, "SUMMARY %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.e2e.p50, r.e2e.p99, r.e2e.blockP50, r.e2e.blockP99, r.e2e.tput)
-		fmt.Fprintf(report, "INTERVAL %s c%d %s %s\n", label, clients, era, iv.fields())
-		r.wire, s = addedRatios(wire, d, rp)
-		iv = wrounds.intervals(d, rp, pProxyd)
-		r.wire.tput = wirePerSec[pProxyd] / wirePerSec[rp]
-		fmt.Fprintf(report, "  => %s era, on the wire: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, s, 100*r.wire.tput)
-		fmt.Fprintf(report, "     paired intervals (90%%, rounds resampled): %s\n", iv)
-		fmt.Fprintf(report, "SUMMARY-WIRE %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", label, clients, era, r.wire.p50, r.wire.p99, r.wire.blockP50, r.wire.blockP99, r.wire.tput)
-		fmt.Fprintf(report, "INTERVAL-WIRE %s c%d %s %s\n", label, clients, era, iv.fields())
+		fmt.Fprintf(report, "SUMMARY%s %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", tag, label, clients, era, r.p50, r.p99, r.blockP50, r.blockP99, r.tput)
+		fmt.Fprintf(report, "INTERVAL%s %s c%d %s %s\n", tag, label, clients, era, iv.fields())
 		return r
+	}
+	side := func(era string, d, rp int) eraRatios {
+		// Composite literal elements are evaluated in order: end to end
+		// is printed first.
+		return eraRatios{
+			e2e:  one(era, "", "", e2e, perSec, rounds, d, rp),
+			wire: one(era, ", on the wire", "-WIRE", wire, wirePerSec, wrounds, d, rp),
+		}
 	}
 	v := verdict{cross: cross}
 	v.client = side("client", pDirect, pRproxy)
