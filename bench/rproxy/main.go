@@ -26,13 +26,23 @@ func main() {
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256}
+	// net/http's HTTP/1 server closes a request's body once the handler
+	// starts its response, while the proxy's transport may still be
+	// reading that body for its end: the transport then drops the
+	// upstream connection and the answer is cut (an SSE answer whose
+	// first event was already forwarded ends early). Full duplex keeps
+	// the body open, as a proxy needs.
+	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rproxy:", err)
 		os.Exit(1)
 	}
 	fmt.Printf("url: http://%s\n", ln.Addr())
-	if err := http.Serve(ln, rp); err != nil {
+	if err := http.Serve(ln, proxy); err != nil {
 		fmt.Fprintln(os.Stderr, "rproxy:", err)
 		os.Exit(1)
 	}
