@@ -17,7 +17,7 @@ import (
 // startTied starts cmd so that it dies with the benchmark even when the
 // benchmark is killed (see tied), and returns what stops it: a signal,
 // then waiting for it to exit.
-func startTied(b *testing.B, cmd *exec.Cmd) func(os.Signal) {
+func startTied(b testing.TB, cmd *exec.Cmd) func(os.Signal) {
 	b.Helper()
 	exited, err := tied.Start(cmd)
 	if err != nil {
@@ -31,7 +31,7 @@ func startTied(b *testing.B, cmd *exec.Cmd) func(os.Signal) {
 
 // startProc runs a program and returns the value of its first "key: "
 // line on stdout.
-func startProc(b *testing.B, key string, name string, args ...string) string {
+func startProc(b testing.TB, key string, name string, args ...string) string {
 	b.Helper()
 	cmd := exec.Command(name, args...)
 	out, err := cmd.StdoutPipe()
@@ -59,21 +59,30 @@ func startProc(b *testing.B, key string, name string, args ...string) string {
 	return ""
 }
 
+// buildBinaries builds the project's packages pkgs (paths in the module)
+// into a fresh directory, each binary named after its package's last
+// element, and returns the directory.
+func buildBinaries(tb testing.TB, pkgs ...string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("/tmp", "mcpx-benchp-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	for _, pkg := range pkgs {
+		out := filepath.Join(dir, filepath.Base(pkg))
+		if o, err := exec.Command("go", "build", "-o", out, "github.com/mcpx-dev/mcpx/"+pkg).CombinedOutput(); err != nil {
+			tb.Fatalf("building %s: %v\n%s", pkg, err, o)
+		}
+	}
+	return dir
+}
+
 // BenchmarkProxyOverheadProcesses is BenchmarkProxyOverhead with the
 // upstream, the reverse proxy and proxyd each in its own process (the real
 // binaries), so no path's tail pays for another's garbage collection.
 func BenchmarkProxyOverheadProcesses(b *testing.B) {
-	dir, err := os.MkdirTemp("/tmp", "mcpx-benchp-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	for _, pkg := range []string{"cmd/mcpx", "cmd/mcpx-fixtures", "bench/rproxy"} {
-		out := filepath.Join(dir, filepath.Base(pkg))
-		if o, err := exec.Command("go", "build", "-o", out, "github.com/mcpx-dev/mcpx/"+pkg).CombinedOutput(); err != nil {
-			b.Fatalf("building %s: %v\n%s", pkg, err, o)
-		}
-	}
+	dir := buildBinaries(b, "cmd/mcpx", "cmd/mcpx-fixtures", "bench/rproxy")
 	var report strings.Builder
 	fmt.Fprintf(&report, "\nseparate processes; %s\n", methodNote())
 	fmt.Fprint(&report, reportHeader())
