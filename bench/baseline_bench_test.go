@@ -14,8 +14,9 @@ import (
 )
 
 // TestBaselineCompletesStreams: the reverse proxy the benchmark measures
-// proxyd against carries every SSE answer whole, on one upstream
-// connection. A baseline that cut answers would have its cut calls left
+// proxyd against carries every SSE answer whole, the client's calls all
+// on one connection (a cut answer also ends the client's connection). A
+// baseline that cut answers would have its cut calls left
 // out of its figures (see path.call); net/http's HTTP/1 server cut about
 // one progress call in seventy this way until the baseline asked for full
 // duplex.

@@ -517,10 +517,10 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 	}
 	for _, p := range paths {
 		total := 3*reps*callsPerRun + 2*blockRounds*blockCalls + 40*clients*n
-		if n := p.failed.Load(); n > 0 {
-			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, n, total)
-			if n*100 > int64(total) {
-				b.Errorf("%s %s: %d of about %d calls failed", label, p.name, n, total)
+		if failed := p.failed.Load(); failed > 0 {
+			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, failed, total)
+			if failed*100 > int64(total) {
+				b.Errorf("%s %s: %d of about %d calls failed", label, p.name, failed, total)
 			}
 		}
 	}
