@@ -515,8 +515,9 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 			}
 		}
 	}
+	// Every path makes about as many calls; a path losing over 1% fails the run.
+	total := 3*reps*callsPerRun + 2*blockRounds*blockCalls + 40*clients*n
 	for _, p := range paths {
-		total := 3*reps*callsPerRun + 2*blockRounds*blockCalls + 40*clients*n
 		if failed := p.failed.Load(); failed > 0 {
 			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, failed, total)
 			if failed*100 > int64(total) {
