@@ -174,6 +174,8 @@ type Store struct {
 	// writerThread is the thread the writer lowered to writerNice, 0
 	// until then and where it does not (other OSes, sync durability).
 	writerThread atomic.Int64
+	// lowered takes the work ownProc runs on that thread.
+	lowered chan func()
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -204,11 +206,36 @@ func NewStore(db *store.DB, opts Options) *Store {
 		// Every call waits for its commit: the writer keeps its priority.
 		go s.run()
 	} else {
-		// The writer yields the cores to the calls it records (see
-		// writerNice).
-		goLowered(s.run, &s.writerThread)
+		// The writer's long work yields the cores to the calls it records
+		// (see writerNice); the writer starts once its thread is lowered.
+		s.lowered = make(chan func())
+		goLowered(s.serveLowered, &s.writerThread)
 	}
 	return s
+}
+
+// serveLowered starts the writer and runs, on the lowered thread, the
+// writer's work that takes a processor of its own (ownProc) until the
+// writer stops. The writer itself (taking records, its timers, a batch
+// written between lone calls) runs at the calls' priority: it wakes once
+// or twice a batch, and each time the lowered thread would have to be
+// given proxyd's one processor while calls come one at a time, and then
+// to be put on a core by the kernel, which keeps a niced thread off a
+// contended one for up to milliseconds (14 ms seen), the processor held
+// all along and the requests arriving meanwhile waiting for it.
+func (s *Store) serveLowered() {
+	go s.run()
+	if s.writerThread.Load() == 0 {
+		return // not lowered: ownProc runs the work on the writer's goroutine
+	}
+	for {
+		select {
+		case f := <-s.lowered:
+			f()
+		case <-s.stopped:
+			return
+		}
+	}
 }
 
 // Add queues r for writing and returns at once; it never waits on disk. If
@@ -484,8 +511,13 @@ func (s *Store) ownProc(f func()) {
 		f()
 		return
 	}
-	defer procs.Batch()()
-	f()
+	done := make(chan struct{})
+	s.lowered <- func() {
+		defer close(done)
+		defer procs.Batch()()
+		f()
+	}
+	<-done
 }
 
 // write commits a batch. A lowered writer takes a processor of its own
@@ -499,9 +531,7 @@ func (s *Store) ownProc(f func()) {
 // time between requests (see pauses).
 func (s *Store) write(batch []Record) error {
 	if s.writerThread.Load() != 0 && procs.Lone() {
-		done := make(chan error, 1)
-		go func() { done <- s.insert(batch, sliceRows, pauses()) }()
-		return <-done
+		return s.insert(batch, sliceRows, pauses())
 	}
 	var err error
 	s.ownProc(func() { err = s.insert(batch, insertRows, nil) })

@@ -185,3 +185,65 @@ func TestBatchBetweenLoneCallsKeepsTheCount(t *testing.T) {
 		t.Errorf("%d records committed with a call in flight, want %d", len(recs), 2*n)
 	}
 }
+
+// switchesOf reads a thread's context switches (voluntary and not) and
+// whether it is asleep, from /proc.
+func switchesOf(t *testing.T, task string) (n int, asleep bool) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/task/" + task + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			asleep = strings.HasPrefix(v, "S")
+		case "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches":
+			c, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s of task %s: %v", k, task, err)
+			}
+			n += c
+		}
+	}
+	return n, asleep
+}
+
+// While calls come one at a time, nothing of the writer runs on its
+// lowered thread: the thread holds a processor whenever it runs, and the
+// kernel keeps a niced thread off a contended core for milliseconds, with
+// proxyd's one processor and every request that arrives meanwhile. So
+// taking records and writing them between calls leaves that thread
+// asleep; only work with a processor of its own (a trim) wakes it.
+func TestLoneWritesLeaveTheLoweredThreadAsleep(t *testing.T) {
+	skipUnlessLowered(t)
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Skip("GOMAXPROCS is set in the environment: the count never follows calls")
+	}
+	waitfor.True(t, 10*time.Second, "no lowered writer to run", func() bool { return runtime.GOMAXPROCS(0) == defaultProcs })
+	stop := procs.Follow()
+	defer stop()
+	from := procs.Changes()
+	s := newStore(t, store.EngineSQLite, Options{})
+	waitfor.True(t, 10*time.Second, "the writer to lower its thread", func() bool { return s.writerThread.Load() != 0 })
+	waitfor.True(t, 10*time.Second, "the writer's first trim", func() bool { return procs.Changes() == from+2 })
+	task := strconv.FormatInt(s.writerThread.Load(), 10)
+	var before int
+	waitfor.True(t, 10*time.Second, "the lowered thread to sleep after the trim", func() bool {
+		n, asleep := switchesOf(t, task)
+		settled := asleep && n == before
+		before = n
+		return settled
+	})
+	for round := range 3 {
+		for i := range 2*sliceRows + 1 {
+			s.Add(Record{Server: "s", Tool: fmt.Sprintf("t%d-%d", round, i)})
+		}
+		flush(t, s)
+	}
+	if after, _ := switchesOf(t, task); after != before {
+		t.Errorf("the lowered thread ran %d times while records were taken and written between lone calls, want 0", after-before)
+	}
+}
