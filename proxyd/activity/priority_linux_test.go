@@ -126,29 +126,36 @@ func TestLoweredWriterBringsItsProcessor(t *testing.T) {
 	}
 }
 
-// While calls come one at a time on proxyd's one processor, a lowered
-// writer's batch is written on that processor between requests rather
-// than on one of its own: the processor count does not change (each
-// change stops the world), and every record is committed, in statements
-// of a slice each.
-func TestBatchBetweenLoneCallsKeepsTheCount(t *testing.T) {
+// loneStore starts a lowered writer while proxyd's processor count
+// follows the calls (none in flight: one processor), and returns it once
+// its first retention trim, at start, has taken a processor of its own
+// and given it back (two changes).
+func loneStore(t *testing.T) *Store {
+	t.Helper()
 	skipUnlessLowered(t)
 	if os.Getenv("GOMAXPROCS") != "" {
 		t.Skip("GOMAXPROCS is set in the environment: the count never follows calls")
 	}
 	// Writers of earlier tests may still be on their way out.
 	waitfor.True(t, 10*time.Second, "no lowered writer to run", func() bool { return runtime.GOMAXPROCS(0) == defaultProcs })
-	stop := procs.Follow()
-	defer stop()
+	t.Cleanup(procs.Follow())
 	if !procs.Lone() {
 		t.Fatal("following calls, none in flight: not on one processor")
 	}
 	from := procs.Changes()
 	s := newStore(t, store.EngineSQLite, Options{})
 	waitfor.True(t, 10*time.Second, "the writer to lower its thread", func() bool { return s.writerThread.Load() != 0 })
-	// Its first retention trim, at start, still takes a processor of its
-	// own: two changes.
 	waitfor.True(t, 10*time.Second, "the writer's first trim", func() bool { return procs.Changes() == from+2 })
+	return s
+}
+
+// While calls come one at a time on proxyd's one processor, a lowered
+// writer's batch is written on that processor between requests rather
+// than on one of its own: the processor count does not change (each
+// change stops the world), and every record is committed, in statements
+// of a slice each.
+func TestBatchBetweenLoneCallsKeepsTheCount(t *testing.T) {
+	s := loneStore(t)
 
 	before := procs.Changes()
 	const n = 3*sliceRows + 1
@@ -218,17 +225,7 @@ func switchesOf(t *testing.T, task string) (n int, asleep bool) {
 // taking records and writing them between calls leaves that thread
 // asleep; only work with a processor of its own (a trim) wakes it.
 func TestLoneWritesLeaveTheLoweredThreadAsleep(t *testing.T) {
-	skipUnlessLowered(t)
-	if os.Getenv("GOMAXPROCS") != "" {
-		t.Skip("GOMAXPROCS is set in the environment: the count never follows calls")
-	}
-	waitfor.True(t, 10*time.Second, "no lowered writer to run", func() bool { return runtime.GOMAXPROCS(0) == defaultProcs })
-	stop := procs.Follow()
-	defer stop()
-	from := procs.Changes()
-	s := newStore(t, store.EngineSQLite, Options{})
-	waitfor.True(t, 10*time.Second, "the writer to lower its thread", func() bool { return s.writerThread.Load() != 0 })
-	waitfor.True(t, 10*time.Second, "the writer's first trim", func() bool { return procs.Changes() == from+2 })
+	s := loneStore(t)
 	task := strconv.FormatInt(s.writerThread.Load(), 10)
 	var before int
 	waitfor.True(t, 10*time.Second, "the lowered thread to sleep after the trim", func() bool {
