@@ -393,3 +393,31 @@ func TestStandingStreamProgressRelayed(t *testing.T) {
 		}
 	}
 }
+
+// TestClientStringsReachTheUpstreamAsJSON: what proxyd writes into the
+// upstream's request from strings a client sent (a modern client's log
+// level) is JSON whatever the string holds, so the upstream reads the
+// request and answers it.
+func TestClientStringsReachTheUpstreamAsJSON(t *testing.T) {
+	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fx.Close()
+	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fxm\n    url: %s\n    protocol: modern\n", fx.URL()))
+	waitReady(t, td, "fxm")
+	c := newRawClient(t, td, true)
+	for _, level := range []string{"debug", "de\x01bug", "bell\a", "tab\v"} {
+		meta, _ := json.Marshal(map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			"io.modelcontextprotocol/logLevel":           level,
+		})
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fxm__echo","arguments":{"text":"hi"},"_meta":` + string(meta) + `}}`
+		resp, out := c.post("tools/call", body, "fxm__echo")
+		msgs := messages(resp, out)
+		if len(msgs) == 0 || msgs[len(msgs)-1]["result"] == nil {
+			t.Errorf("log level %q: the call failed: %d %s", level, resp.StatusCode, out)
+		}
+	}
+}

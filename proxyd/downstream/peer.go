@@ -85,7 +85,7 @@ func (p *httpPeer) notify(method string, params json.RawMessage, push bool) {
 func notification(method string, params json.RawMessage) []byte {
 	out := make([]byte, 0, 48+len(method)+len(params))
 	out = append(out, `{"jsonrpc":"2.0","method":`...)
-	out = strconv.AppendQuote(out, method)
+	out = relay.AppendString(out, method)
 	if len(params) > 0 {
 		out = append(out, `,"params":`...)
 		out = append(out, params...)
@@ -113,7 +113,7 @@ func (p *httpPeer) Ask(ctx context.Context, method string, params json.RawMessag
 	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
 	msg = append(msg, id...)
 	msg = append(msg, `","method":`...)
-	msg = strconv.AppendQuote(msg, method)
+	msg = relay.AppendString(msg, method)
 	if len(params) > 0 {
 		msg = append(msg, `,"params":`...)
 		msg = append(msg, params...)

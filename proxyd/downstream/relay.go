@@ -450,7 +450,7 @@ func rename(obj []byte, key, exposed, upstream string) []byte {
 	if exposed == upstream {
 		return obj
 	}
-	return relay.WithMember(obj, key, strconv.AppendQuote(nil, upstream))
+	return relay.WithMember(obj, key, relay.AppendString(nil, upstream))
 }
 
 // withCacheHints gives a modern resources/read result proxyd's cache

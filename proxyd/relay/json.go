@@ -249,9 +249,31 @@ func WithoutMember(obj []byte, key string) []byte {
 }
 
 func appendKey(b []byte, key string) []byte {
-	q, _ := json.Marshal(key)
-	b = append(b, q...)
-	return append(b, ':')
+	return append(AppendString(b, key), ':')
+}
+
+// AppendString appends s as a JSON string. Go's quoting (strconv.Quote)
+// is not JSON's: it writes \x01 and \a, which JSON has not, so a name
+// or level a peer sent must not go through it.
+func AppendString(b []byte, s string) []byte {
+	if plainString(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
+}
+
+// plainString: s is encoded as a JSON string by quoting it alone (ASCII
+// without what encoding/json escapes).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // EachMember calls f with each member's key and its raw text (key, colon

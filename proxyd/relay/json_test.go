@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -102,6 +103,26 @@ func TestIDKey(t *testing.T) {
 	for in, want := range map[string]string{`"a"`: "s:a", ` "a\u0062" `: "s:ab", `7`: "n:7", `null`: "", ``: "", `"x`: ""} {
 		if got := IDKey([]byte(in)); got != want {
 			t.Errorf("IDKey(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// AppendString must write JSON, whatever a peer put in the string: Go's
+// quoting writes \x01, \a and \v, which no JSON parser reads.
+func TestAppendString(t *testing.T) {
+	for _, s := range []string{"echo", "", "tools/call", `a"b`, `a\b`, "a\x01b", "bell\a", "tab\vv", "del\x7f", "é", "\u2028", "\xff", "<&>", "new\nline"} {
+		out := AppendString([]byte("x"), s)
+		if out[0] != 'x' {
+			t.Fatalf("%q: the prefix is gone: %s", s, out)
+		}
+		var back string
+		if err := json.Unmarshal(out[1:], &back); err != nil {
+			t.Errorf("%q: wrote %s, not JSON: %v", s, out[1:], err)
+			continue
+		}
+		want := strings.ToValidUTF8(s, "\uFFFD")
+		if back != want {
+			t.Errorf("%q: wrote %s, which reads back as %q", s, out[1:], back)
 		}
 	}
 }

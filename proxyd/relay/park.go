@@ -308,7 +308,7 @@ func (r *Relayer) askClient(p *parked, h *handler) (json.RawMessage, error) {
 		p.cancel()
 		return nil, err
 	}
-	res = WithMember(res, "requestState", strconv.AppendQuote(nil, p.currentToken()))
+	res = WithMember(res, "requestState", AppendString(nil, p.currentToken()))
 	recordRequests(res, h.stats, "asked")
 	return res, nil
 }

@@ -370,7 +370,7 @@ func (x *exchange) params(w wire) json.RawMessage {
 		} else {
 			meta = append(meta, ',')
 		}
-		meta = strconv.AppendQuote(meta, key)
+		meta = relay.AppendString(meta, key)
 		meta = append(meta, ':')
 		meta = append(meta, value...)
 	}
@@ -383,11 +383,11 @@ func (x *exchange) params(w wire) json.RawMessage {
 		add(mcp.MetaKeyClientCapabilities, caps)
 		add(mcp.MetaKeyClientInfo, w.info)
 		if x.ex.LogLevel != "" {
-			add(mcp.MetaKeyLogLevel, strconv.AppendQuote(nil, x.ex.LogLevel))
+			add(mcp.MetaKeyLogLevel, relay.AppendString(nil, x.ex.LogLevel))
 		}
 	}
 	if x.token != "" {
-		add("progressToken", strconv.AppendQuote(nil, x.token))
+		add("progressToken", relay.AppendString(nil, x.token))
 	}
 	if m := bytes.TrimSpace(x.ex.Meta); len(m) > 2 {
 		if inner := bytes.TrimSpace(m[1 : len(m)-1]); len(inner) > 0 {

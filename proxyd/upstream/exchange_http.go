@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mcpx-dev/mcpx/internal/mediatype"
 	"github.com/mcpx-dev/mcpx/internal/redact"
@@ -50,7 +49,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	body = append(body, `{"jsonrpc":"2.0","id":"`...)
 	body = append(body, x.id...)
 	body = append(body, `","method":`...)
-	body, _ = appendJSONString(body, x.ex.Method)
+	body = relay.AppendString(body, x.ex.Method)
 	if params != nil {
 		body = append(body, `,"params":`...)
 		body = append(body, params...)
@@ -151,27 +150,6 @@ func outcome(m relay.Message) (json.RawMessage, error) {
 		return nil, fmt.Errorf("the upstream's response has neither result nor error")
 	}
 	return m.Result, nil
-}
-
-func appendJSONString(b []byte, s string) ([]byte, error) {
-	if plainJSON(s) {
-		b = append(b, '"')
-		b = append(b, s...)
-		return append(b, '"'), nil
-	}
-	q, err := json.Marshal(s)
-	return append(b, q...), err
-}
-
-// plainJSON: s is encoded as a JSON string by quoting it alone (ASCII
-// without what encoding/json escapes).
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
 }
 
 // setHeaders adds the transport's headers: protocol version, session,
