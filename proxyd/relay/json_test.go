@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,10 @@ func TestCaps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := ParseCaps(json.RawMessage(tt.raw))
+		// Read again (the last declaration is kept): the same answer.
+		if again := ParseCaps(json.RawMessage(tt.raw)); !reflect.DeepEqual(again, c) || string(c.Raw) != tt.raw {
+			t.Errorf("ParseCaps(%s) = %+v, then %+v", tt.raw, c, again)
+		}
 		if c.Sampling != tt.sampling || c.ElicitForm != tt.form || c.ElicitURL != tt.url || c.Roots != tt.roots {
 			t.Errorf("ParseCaps(%s) = %+v", tt.raw, c)
 		}
@@ -84,6 +89,14 @@ func TestCaps(t *testing.T) {
 		}
 		if got := c.acceptsAny(MethodElicitation); got != tt.acceptsAny {
 			t.Errorf("%s: accepts some elicitation %v", tt.raw, got)
+		}
+	}
+	// What cannot be read declares nothing, the second time too.
+	for _, raw := range []string{`{"elicitation":true}`, `[]`, ``} {
+		for range 2 {
+			if c := ParseCaps(json.RawMessage(raw)); !reflect.DeepEqual(c, Caps{}) {
+				t.Errorf("ParseCaps(%s) = %+v", raw, c)
+			}
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 )
 
 // Exchange is one request relayed to an upstream on a client's behalf:
@@ -144,6 +145,40 @@ type Caps struct {
 // ParseCaps reads a client capabilities object. An elicitation capability
 // without modes means form mode (the 2025-06-18 form of the declaration).
 func ParseCaps(raw json.RawMessage) Caps {
+	if last := lastCaps.Load(); last != nil && last.raw == string(raw) {
+		c := last.caps
+		if last.read {
+			c.Raw = raw
+		}
+		return c
+	}
+	c := parseCaps(raw)
+	if len(raw) <= lastCapsMax {
+		read := c.Raw != nil
+		c.Raw = nil // the entry keeps no caller's buffer
+		lastCaps.Store(&parsedCaps{raw: string(raw), caps: c, read: read})
+		if read {
+			c.Raw = raw
+		}
+	}
+	return c
+}
+
+// lastCaps is the declaration last read: a modern client sends the same
+// one with every call, and decoding it each time was a measurable share
+// of the call's path to its upstream. One entry, of at most lastCapsMax
+// bytes: clients that differ only read theirs again.
+var lastCaps atomic.Pointer[parsedCaps]
+
+const lastCapsMax = 1024
+
+type parsedCaps struct {
+	raw  string
+	caps Caps // without Raw
+	read bool // raw was read (Raw is set)
+}
+
+func parseCaps(raw json.RawMessage) Caps {
 	var c struct {
 		Sampling    json.RawMessage `json:"sampling"`
 		Roots       json.RawMessage `json:"roots"`
