@@ -178,6 +178,7 @@ type parsedCaps struct {
 	read bool // raw was read (Raw is set)
 }
 
+// parseCaps decodes a declaration (see ParseCaps).
 func parseCaps(raw json.RawMessage) Caps {
 	var c struct {
 		Sampling    json.RawMessage `json:"sampling"`
