@@ -111,8 +111,18 @@ func (b *bridge) errorReply(id json.RawMessage, code int, msg string) {
 	if len(id) == 0 {
 		return
 	}
+	b.line(errorLine(id, code, msg))
+}
+
+// errorLine is a JSON-RPC error answer to id (null when nil). msg is
+// encoded by encoding/json: it may hold what proxyd or the client sent,
+// and Go's quoting of it (\x01) is not JSON.
+func errorLine(id json.RawMessage, code int, msg string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
 	e, _ := json.Marshal(map[string]any{"code": code, "message": msg})
-	b.line([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":` + string(e) + `}`))
+	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":` + string(e) + `}`)
 }
 
 // message is the part of a client message the bridge looks at.
@@ -154,7 +164,7 @@ func (b *bridge) handle(ctx context.Context, line []byte) {
 	}
 	var m message
 	if err := json.Unmarshal(line, &m); err != nil {
-		b.line([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":` + strconv.Quote("parse error: "+err.Error()) + `}}`))
+		b.line(errorLine(nil, -32700, "parse error: "+err.Error()))
 		return
 	}
 	switch {
@@ -343,8 +353,7 @@ func (b *bridge) copyResponse(resp *http.Response, seen func([]byte)) bool {
 			b.line(body)
 			return true
 		}
-		b.line([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":` +
-			strconv.Quote(fmt.Sprintf("proxyd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))) + `}}`))
+		b.line(errorLine(nil, -32603, fmt.Sprintf("proxyd answered HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))))
 		return true
 	}
 	complete := false
