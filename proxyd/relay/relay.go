@@ -147,19 +147,14 @@ type Caps struct {
 func ParseCaps(raw json.RawMessage) Caps {
 	if last := lastCaps.Load(); last != nil && last.raw == string(raw) {
 		c := last.caps
-		if last.read {
-			c.Raw = raw
-		}
+		c.Raw = raw
 		return c
 	}
 	c := parseCaps(raw)
-	if len(raw) <= lastCapsMax {
-		read := c.Raw != nil
-		c.Raw = nil // the entry keeps no caller's buffer
-		lastCaps.Store(&parsedCaps{raw: string(raw), caps: c, read: read})
-		if read {
-			c.Raw = raw
-		}
+	if c.Raw != nil && len(raw) <= lastCapsMax {
+		kept := c
+		kept.Raw = nil // the entry keeps no caller's buffer
+		lastCaps.Store(&parsedCaps{raw: string(raw), caps: kept})
 	}
 	return c
 }
@@ -167,7 +162,8 @@ func ParseCaps(raw json.RawMessage) Caps {
 // lastCaps is the declaration last read: a modern client sends the same
 // one with every call, and decoding it each time was a measurable share
 // of the call's path to its upstream. One entry, of at most lastCapsMax
-// bytes: clients that differ only read theirs again.
+// bytes, kept only when it decoded: clients that differ, and what does
+// not decode, are read again.
 var lastCaps atomic.Pointer[parsedCaps]
 
 const lastCapsMax = 1024
@@ -175,7 +171,6 @@ const lastCapsMax = 1024
 type parsedCaps struct {
 	raw  string
 	caps Caps // without Raw
-	read bool // raw was read (Raw is set)
 }
 
 // parseCaps decodes a declaration (see ParseCaps).
