@@ -56,7 +56,11 @@ func runStatus(c *cli.Context) error {
 		return describeServer(c, st, name)
 	}
 	return render(c, st, func(w io.Writer) error {
-		fmt.Fprintf(w, "proxyd %s (pid %d), up %s\n", st.Version, st.PID, humanDuration(time.Duration(st.UptimeSeconds*float64(time.Second))))
+		stopping := ""
+		if st.Stopping {
+			stopping = "; stopping (draining calls, refusing new ones)"
+		}
+		fmt.Fprintf(w, "proxyd %s (pid %d), up %s%s\n", st.Version, st.PID, humanDuration(time.Duration(st.UptimeSeconds*float64(time.Second))), stopping)
 		fmt.Fprintf(w, "  socket:       %s\n  MCP endpoint: %s\n  config:       %s\n", st.Socket, st.MCPURL, st.ConfigPath)
 		if strings.HasPrefix(st.StateDB, "postgres:") {
 			fmt.Fprintf(w, "  state:        %s (replica %s)\n", st.StateDB, st.Replica)

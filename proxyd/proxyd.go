@@ -98,6 +98,8 @@ type Daemon struct {
 	metricsAddr string
 	shutdown    chan struct{}
 	shutOnce    sync.Once
+	// socketCalls are the MCP requests on the control socket.
+	socketCalls socketCalls
 
 	syncTick chan struct{}
 	// listings is what the endpoint has published: status waits for it.
@@ -247,8 +249,9 @@ func Run(ctx context.Context, opts Options) error {
 	case <-d.shutdown:
 	case runErr = <-errc:
 	}
-	d.log.Info("proxyd stopping: draining in-flight calls")
 	d.requestShutdown()
+	d.socketCalls.close()
+	d.log.Info("proxyd stopping: draining in-flight calls")
 	endStreams()
 	d.down.EndStreams()
 	// A call waiting for its client's retry holds the handler of the
@@ -263,9 +266,11 @@ func Run(ctx context.Context, opts Options) error {
 			d.log.Warn("shutdown: "+name, "err", err)
 		}
 	}
-	// Stop taking MCP calls and wait for running ones; the control socket
-	// stays up (status answers) until the end.
-	phase("draining MCP calls", mcpSrv.Shutdown)
+	// Stop taking MCP calls and wait for running ones, on both endpoints;
+	// the control socket stays up (status answers) until the end.
+	phase("draining MCP calls", func(c context.Context) error {
+		return errors.Join(mcpSrv.Shutdown(c), d.socketCalls.drain(c))
+	})
 	// An answered call's bookkeeping may still run (a streamed answer's
 	// runs after its handler); its record goes in before the log closes.
 	phase("recording answered calls", func(c context.Context) error { d.answered.wait(c); return nil })
@@ -318,6 +323,16 @@ func serveErr(err error) error {
 // requestShutdown asks Run to stop (from the control API).
 func (d *Daemon) requestShutdown() {
 	d.shutOnce.Do(func() { close(d.shutdown) })
+}
+
+// stopping reports whether a shutdown has begun.
+func (d *Daemon) stopping() bool {
+	select {
+	case <-d.shutdown:
+		return true
+	default:
+		return false
+	}
 }
 
 // requestSync coalesces list changes into one downstream Sync.

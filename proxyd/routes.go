@@ -59,7 +59,7 @@ func (d *Daemon) routes() http.Handler {
 	}
 	// The stdio bridge speaks MCP over the socket: the socket's peer check
 	// is its credential, so no bearer here.
-	mux.Handle("/v1/mcp", d.guardSocket(http.StripPrefix("/v1", d.down.Handler("", "stdio"))))
+	mux.Handle("/v1/mcp", d.guardSocket(d.socketCalls.wrap(http.StripPrefix("/v1", d.down.Handler("", "stdio")))))
 	return mux
 }
 

@@ -3,12 +3,15 @@ package proxyd
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,5 +138,91 @@ func TestReplicaLeftBeforeSocketGoes(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("%d replica rows once the socket is gone, want 0", n)
+	}
+}
+
+// The socket's MCP endpoint (the stdio bridge's) is served by the control
+// server, which stays up through a shutdown. A call on it that was running
+// when the shutdown began is drained and answered, not cut off when the
+// upstreams close; a request after that point is refused before anything
+// runs (503, code stopping), and status says proxyd is stopping. Run is
+// held at its "stopping" log line to look in between.
+func TestSocketCallsDrainedThenRefused(t *testing.T) {
+	fx, err := mcpserver.Start(mcpserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fx.Close()
+	release := make(chan struct{})
+	var once sync.Once
+	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: fx\n    url: "+fx.URL()+"\n", func(o *Options) {
+		o.Logger = slog.New(holdAt{Handler: slog.NewTextHandler(io.Discard, nil), msg: "proxyd stopping: draining in-flight calls", release: release})
+	})
+	defer once.Do(func() { close(release) })
+	waitReady(t, td, "fx")
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", td.socket)
+		},
+		DisableKeepAlives: true,
+	}}
+	call := func(tool, args string) (*http.Response, error) {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequest(http.MethodPost, api.MCPEndpoint, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+		return hc.Do(req)
+	}
+	type answer struct {
+		body string
+		err  error
+	}
+	slow := make(chan answer, 1)
+	go func() {
+		resp, err := call("fx__"+mcpserver.ToolSlowRead, `{"ms":1000}`)
+		if err != nil {
+			slow <- answer{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		slow <- answer{string(b), err}
+	}()
+	waitfor.Cond(t, 20*time.Second, "the slow call to reach the upstream", func() (bool, string) {
+		n := fx.RequestCount("tools/call")
+		return n == 1, fmt.Sprint(n, " tools/call")
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := td.client.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.Cond(t, 20*time.Second, "status to say stopping", func() (bool, string) {
+		st, err := td.client.Status(ctx)
+		return err == nil && st.Stopping, fmt.Sprint(st, err)
+	})
+	resp, err := call("fx__"+mcpserver.ToolEcho, `{"text":"late"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var eb api.ErrorBody
+	if resp.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(b, &eb) != nil || eb.Error.Code != api.CodeStopping {
+		t.Fatalf("a socket call during the shutdown: HTTP %d %s, want 503 with code %q", resp.StatusCode, b, api.CodeStopping)
+	}
+	if n := fx.RequestCount("tools/call"); n != 1 {
+		t.Fatalf("the refused call reached the upstream (%d tools/call)", n)
+	}
+
+	once.Do(func() { close(release) })
+	got := <-slow
+	if got.err != nil || !strings.Contains(got.body, "waited 1000 ms") {
+		t.Fatalf("the call running when the shutdown began: %q, %v; want its result", got.body, got.err)
 	}
 }

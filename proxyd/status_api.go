@@ -30,6 +30,7 @@ func (d *Daemon) status(ctx context.Context) api.Status {
 		StateDB:       d.db.Engine() + ":" + d.db.Path(),
 		Replica:       d.opts.Replica,
 		MetricsListen: d.metricsAddr,
+		Stopping:      d.stopping(),
 		Servers:       []api.ServerStatus{},
 	}
 	d.cfgMu.RLock()

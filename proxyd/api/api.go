@@ -37,6 +37,9 @@ const (
 	CodeNoRoute = "no_route"
 	// CodeTooLarge: the request body is over limits.max_request_bytes.
 	CodeTooLarge = "too_large"
+	// CodeStopping: proxyd is stopping and refused the request before
+	// doing anything with it; the proxyd that replaces it can take it.
+	CodeStopping = "stopping"
 )
 
 // SplitList reads a list filter of the activity API: values may be

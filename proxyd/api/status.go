@@ -33,9 +33,12 @@ type Status struct {
 	// Replica is this proxyd's id among those sharing the state.
 	Replica string `json:"replica,omitempty"`
 	// MetricsListen is the address of the metrics listener, when on.
-	MetricsListen string         `json:"metrics_listen,omitempty"`
-	ConfigError   string         `json:"config_error,omitempty"`
-	Servers       []ServerStatus `json:"servers"`
+	MetricsListen string `json:"metrics_listen,omitempty"`
+	ConfigError   string `json:"config_error,omitempty"`
+	// Stopping: a shutdown has begun; calls are drained, new ones
+	// refused, and the socket goes once it ends.
+	Stopping bool           `json:"stopping,omitempty"`
+	Servers  []ServerStatus `json:"servers"`
 }
 
 // ServerStatus is one upstream's state as proxyd sees it.
