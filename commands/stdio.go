@@ -36,7 +36,8 @@ only your user can open the socket. Logs go to stderr.
 
 If proxyd restarts ('mcpx down && mcpx up'), the bridge waits for it (up to
 --reconnect-wait) and re-establishes the client's session by replaying the
-client's initialize, so the client notices nothing; a request that was
+client's initialize, so the client notices nothing; a request sent while
+proxyd is stopping waits for the next one, and a request that was
 running when proxyd went away gets an error. If proxyd does not come back,
 or the new proxyd negotiates another protocol version, the bridge says why
 on stderr and exits, so the client can relaunch it.
@@ -52,7 +53,8 @@ Examples:
 
 func runStdio(c *cli.Context) error {
 	sock := socketPath(c)
-	if _, err := newClient(c).Status(c.Context); err != nil {
+	cl := newClient(c)
+	if _, err := cl.Status(c.Context); err != nil {
 		return daemonErr(err)
 	}
 	b := &bridge{
@@ -60,12 +62,18 @@ func runStdio(c *cli.Context) error {
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 			},
+			// Each message on its own connection: a kept one may lead to a
+			// proxyd that has since stopped (its server drops a request
+			// read during its shutdown, unanswered), where a new one
+			// reaches whichever proxyd holds the socket now.
+			DisableKeepAlives: true,
 		}},
-		url:   api.MCPEndpoint,
-		out:   c.App.Writer,
-		log:   c.App.ErrWriter,
-		wait:  c.Duration("reconnect-wait"),
-		fatal: make(chan error, 1),
+		status: cl.Status,
+		url:    api.MCPEndpoint,
+		out:    c.App.Writer,
+		log:    c.App.ErrWriter,
+		wait:   c.Duration("reconnect-wait"),
+		fatal:  make(chan error, 1),
 	}
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
@@ -75,11 +83,12 @@ func runStdio(c *cli.Context) error {
 // bridge passes newline-delimited JSON-RPC between a stdio client and
 // proxyd's MCP endpoint, as bytes.
 type bridge struct {
-	hc   *http.Client
-	url  string
-	out  io.Writer
-	log  io.Writer
-	wait time.Duration
+	hc     *http.Client
+	status func(context.Context) (*api.Status, error)
+	url    string
+	out    io.Writer
+	log    io.Writer
+	wait   time.Duration
 
 	outMu sync.Mutex
 	wg    sync.WaitGroup
@@ -202,7 +211,7 @@ func (b *bridge) handle(ctx context.Context, line []byte) {
 func (b *bridge) initialize(ctx context.Context, line []byte, m message) {
 	resp, err := b.send(ctx, line, m)
 	if err != nil {
-		b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: "+err.Error())
+		b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: "+sendErrText(err))
 		return
 	}
 	sid := resp.Header.Get("Mcp-Session-Id")
@@ -241,7 +250,7 @@ func (b *bridge) request(ctx context.Context, line []byte, m message) {
 	resp, err := b.send(ctx, line, m)
 	if err != nil {
 		if ctx.Err() == nil {
-			b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: "+err.Error())
+			b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: "+sendErrText(err))
 		}
 		return
 	}
@@ -272,35 +281,60 @@ func (b *bridge) cancelModern(params json.RawMessage) bool {
 	return ok
 }
 
-// send posts a message to proxyd. When proxyd is gone (no socket, the
-// connection refused) or does not know the session any more (it
-// restarted), the session is re-established and the message sent again:
-// it never reached proxyd.
+// send posts a message to proxyd. When proxyd did not take it (see
+// unsent), the session is re-established and the message sent again: it
+// never ran.
 func (b *bridge) send(ctx context.Context, line []byte, m message) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		b.mu.Lock()
 		sid, version, gen := b.sid, b.version, b.gen
 		b.mu.Unlock()
 		resp, err := b.post(ctx, line, m, sid, version)
-		gone := err != nil && daemonGone(err)
-		lost := err == nil && resp.StatusCode == http.StatusNotFound && sid != ""
-		if !gone && !lost {
+		why := unsent(resp, err, sid)
+		if why == nil {
 			return resp, err
 		}
-		if lost {
+		if resp != nil {
 			resp.Body.Close()
 		}
-		if attempt > 0 || m.Method == string(mcp.MethodInitialize) && !gone {
-			if err == nil {
-				err = fmt.Errorf("proxyd does not know the session (HTTP 404)")
-			}
-			return nil, err
+		if attempt > 0 || m.Method == string(mcp.MethodInitialize) && errors.Is(why, errSessionLost) {
+			return nil, why
 		}
 		if err := b.reestablish(ctx, gen); err != nil {
 			b.die(err)
 			return nil, err
 		}
 	}
+}
+
+var (
+	errProxydStopping = errors.New("proxyd is stopping and refused the message")
+	errSessionLost    = errors.New("proxyd does not know the session (HTTP 404)")
+)
+
+// unsent tells why proxyd did not take a message, which can then be sent
+// again: it is gone (no socket, nobody listening), it is stopping (it
+// refused the message before anything ran), or it does not know the
+// session (it restarted). nil: proxyd took the message, or it cannot be
+// told whether it did.
+func unsent(resp *http.Response, err error, sid string) error {
+	switch {
+	case err != nil:
+		if daemonGone(err) {
+			return err
+		}
+		return nil
+	case resp.StatusCode == http.StatusNotFound && sid != "":
+		return errSessionLost
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var eb api.ErrorBody
+		if json.Unmarshal(body, &eb) == nil && eb.Error.Code == api.CodeStopping {
+			return errProxydStopping
+		}
+	}
+	return nil
 }
 
 func (b *bridge) post(ctx context.Context, line []byte, m message, sid, version string) (*http.Response, error) {
@@ -324,6 +358,14 @@ func (b *bridge) post(ctx context.Context, line []byte, m message, sid, version 
 		}
 	}
 	return b.hc.Do(req)
+}
+
+// sendErrText words a failed send for the client.
+func sendErrText(err error) string {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "proxyd closed the connection without answering (it stopped or crashed?); the request may or may not have run"
+	}
+	return err.Error()
 }
 
 // daemonGone reports a failure to reach proxyd at all: no socket file, or
@@ -421,10 +463,14 @@ func (b *bridge) reestablish(ctx context.Context, gen int) error {
 	deadline := time.Now().Add(b.wait)
 	delay := 50 * time.Millisecond
 	for {
-		conn, err := b.hc.Transport.(*http.Transport).DialContext(ctx, "", "")
-		if err == nil {
-			conn.Close()
+		// Back is a proxyd that answers and is not itself stopping (the
+		// old one answers status until its socket goes).
+		st, err := b.status(ctx)
+		if err == nil && !st.Stopping {
 			break
+		}
+		if err == nil {
+			err = errProxydStopping
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("proxyd did not come back within %s (%v); exiting so the client can start the bridge again", b.wait, err)

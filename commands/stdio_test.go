@@ -2,6 +2,12 @@ package commands
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -42,6 +48,48 @@ func TestErrorLineIsJSON(t *testing.T) {
 		}
 		if m.JSONRPC != "2.0" || string(m.ID) != wantID || m.Error.Code != -32603 || m.Error.Message != want {
 			t.Errorf("%q: %s", tt.msg, line)
+		}
+	}
+}
+
+// The bridge sends a message again only when proxyd certainly did not
+// take it: gone, refused while stopping, or the session unknown. An
+// answer it cannot read that way (a 503 of another kind, a connection
+// closed without an answer) is passed on, its body intact.
+func TestUnsent(t *testing.T) {
+	stopping := `{"error":{"code":"stopping","message":"proxyd is stopping"}}`
+	other := `{"error":{"code":"unavailable","message":"not ready"}}`
+	for _, tt := range []struct {
+		name   string
+		status int
+		body   string
+		sid    string
+		err    error
+		want   error // nil: taken; else errors.Is target
+	}{
+		{"answered", 200, `{"jsonrpc":"2.0","id":1,"result":{}}`, "s", nil, nil},
+		{"stopping", 503, stopping, "s", nil, errProxydStopping},
+		{"stopping, no session", 503, stopping, "", nil, errProxydStopping},
+		{"another 503", 503, other, "s", nil, nil},
+		{"a 503 that is not JSON", 503, "busy", "s", nil, nil},
+		{"session unknown", 404, "", "s", nil, errSessionLost},
+		{"404 without a session", 404, "", "", nil, nil},
+		{"no socket", 0, "", "s", &net.OpError{Op: "dial", Err: syscall.ENOENT}, syscall.ENOENT},
+		{"nobody listening", 0, "", "s", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, syscall.ECONNREFUSED},
+		{"closed without an answer", 0, "", "s", io.EOF, nil},
+	} {
+		var resp *http.Response
+		if tt.err == nil {
+			resp = &http.Response{StatusCode: tt.status, Body: io.NopCloser(strings.NewReader(tt.body))}
+		}
+		got := unsent(resp, tt.err, tt.sid)
+		if tt.want == nil && got != nil || tt.want != nil && !errors.Is(got, tt.want) {
+			t.Errorf("%s: unsent = %v, want %v", tt.name, got, tt.want)
+		}
+		if got == nil && resp != nil {
+			if b, _ := io.ReadAll(resp.Body); string(b) != tt.body {
+				t.Errorf("%s: the body passed on is %q, want %q", tt.name, b, tt.body)
+			}
 		}
 	}
 }

@@ -66,6 +66,11 @@ func callTextMeta(t *testing.T, ctx context.Context, c *client.Client, name stri
 	if res.IsError {
 		t.Fatalf("calling %s: isError result: %+v", name, res.Content)
 	}
+	return toolText(res)
+}
+
+// toolText joins the text content of a tool result.
+func toolText(res *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range res.Content {
 		if tc, ok := c.(mcp.TextContent); ok {
