@@ -5,9 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 )
 
 // socketPost posts body to path on the daemon's socket and returns the
@@ -78,6 +81,55 @@ func TestMetricsListenerBounded(t *testing.T) {
 		_, err = io.Copy(io.Discard, c)
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			t.Fatalf("%q: the metrics listener kept the connection open for 10s", req)
+		}
+	}
+}
+
+// A request whose params name the tool twice, or under another case, is
+// read by the upstream's decoder as one tool (encoding/json: the last,
+// case-insensitively) and could be read by proxyd as another. Whatever
+// runs, the activity records that tool, on a session of either era.
+func TestAmbiguousNamesRecordWhatRuns(t *testing.T) {
+	fx, td := withFixture(t, mcpserver.EraLegacy)
+	url, token := endpoint(t, td)
+	post := func(sid, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	resp, _ := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	for i, params := range []string{
+		`{"name":"fx__echo","arguments":{"text":"a"},"name":"fx__write_note"}`,
+		`{"name":"fx__echo","NAME":"fx__write_note","arguments":{"text":"b"}}`,
+		`{"name":"fx__echo","n\u0061me":"fx__write_note","arguments":{"text":"c"}}`,
+	} {
+		before := fx.Executions(mcpserver.ToolWriteNote)
+		_, body := post(sid, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i+1)+`,"method":"tools/call","params":`+params+`}`)
+		if fx.Executions(mcpserver.ToolEcho) != 0 {
+			t.Fatalf("%s: echo ran", params)
+		}
+		if fx.Executions(mcpserver.ToolWriteNote) != before+1 {
+			t.Fatalf("%s: write_note did not run: %s", params, body)
+		}
+		recs := listActivity(t, td)
+		if len(recs) != i+1 || recs[0].Tool != mcpserver.ToolWriteNote {
+			t.Fatalf("%s: the record names %q, but write_note ran (%d records)", params, recs[0].Tool, len(recs))
 		}
 	}
 }

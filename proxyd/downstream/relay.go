@@ -134,7 +134,9 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	if version != "" && !mcp.IsValidProtocolVersion(version) {
 		return false // the library answers an unsupported version
 	}
-	meta, _ := relay.Member(msg.Params, "_meta")
+	var pv paramValues
+	unambiguous := relay.Fields(msg.Params, paramKeys, pv[:])
+	meta := pv[pMeta]
 	metaVersion := relay.StringMember(meta, mcp.MetaKeyProtocolVersion)
 	modern := mcp.IsModernProtocol(version) || mcp.IsModernProtocol(metaVersion)
 	sid := r.Header.Get("Mcp-Session-Id")
@@ -155,6 +157,12 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		return true
 	case len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")):
 		return false
+	case !unambiguous:
+		// A member the relay decides on (a name, uri, ref, the
+		// arguments, _meta) appears twice or under another case: the
+		// library decodes the request once, as the upstream's decoder
+		// would, and acts on what it read.
+		return false
 	case modern && !validModern(r, msg, meta, metaVersion, version):
 		return false
 	case msg.Method == string(mcp.MethodResourcesSubscribe) || msg.Method == string(mcp.MethodResourcesUnsubscribe):
@@ -164,7 +172,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	case !relayed[msg.Method]:
 		return false
 	}
-	call, ok := s.route(msg)
+	call, ok := s.route(msg, &pv)
 	if !ok {
 		return false
 	}
@@ -382,6 +390,24 @@ func (s *Server) takeAnswer(w http.ResponseWriter, sess *session, msg relay.Mess
 	return true
 }
 
+// paramKeys are the members of a request's params the relay reads, in
+// the order of paramValues.
+var paramKeys = []string{"name", "arguments", "_meta", "uri", "ref"}
+
+// paramValues are the values of paramKeys in one request (nil: absent).
+type paramValues [5][]byte
+
+const (
+	pName = iota
+	pArguments
+	pMeta
+	pURI
+	pRef
+)
+
+// refKeys are the members of a completion's ref the relay reads.
+var refKeys = []string{"type", "name", "uri"}
+
 // routed is a client request matched to its upstream.
 type routed struct {
 	Call
@@ -389,7 +415,7 @@ type routed struct {
 }
 
 // route finds the upstream a relayed request goes to and maps its names.
-func (s *Server) route(msg relay.Message) (routed, bool) {
+func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 	t := s.table.Load()
 	if t == nil {
 		return routed{}, false
@@ -397,34 +423,39 @@ func (s *Server) route(msg relay.Message) (routed, bool) {
 	params := msg.Params
 	switch msg.Method {
 	case string(mcp.MethodToolsCall):
-		name := relay.StringMember(params, "name")
+		name, _ := relay.String(pv[pName])
 		rt, ok := t.tools[name]
 		if !ok {
 			return routed{}, false
 		}
-		if args, ok := relay.Member(params, "arguments"); ok && args[0] != '{' && string(args) != "null" {
+		if args := pv[pArguments]; args != nil && args[0] != '{' && string(args) != "null" {
 			return routed{}, false // the library answers malformed arguments
 		}
 		return routed{Call: Call{Server: rt.server, Method: msg.Method, Name: rt.tool, Params: rename(params, "name", name, rt.tool)}, tool: &rt}, true
 	case string(mcp.MethodPromptsGet):
-		name := relay.StringMember(params, "name")
+		name, _ := relay.String(pv[pName])
 		pr, ok := t.prompts[name]
 		if !ok {
 			return routed{}, false
 		}
 		return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: rename(params, "name", name, pr.name)}}, true
 	case string(mcp.MethodResourcesRead):
-		uri := relay.StringMember(params, "uri")
+		uri, _ := relay.String(pv[pURI])
 		srv, ok := t.resourceServer(uri)
 		if !ok {
 			return routed{}, false
 		}
 		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params}}, true
 	case string(mcp.MethodCompletionComplete):
-		ref, _ := relay.Member(params, "ref")
-		switch relay.StringMember(ref, "type") {
+		ref := pv[pRef]
+		var rv [3][]byte
+		if !relay.Fields(ref, refKeys, rv[:]) {
+			return routed{}, false // the library decides (see relayMessage)
+		}
+		typ, _ := relay.String(rv[0])
+		switch typ {
 		case "ref/prompt":
-			name := relay.StringMember(ref, "name")
+			name, _ := relay.String(rv[1])
 			pr, ok := t.prompts[name]
 			if !ok {
 				return routed{}, false
@@ -432,7 +463,7 @@ func (s *Server) route(msg relay.Message) (routed, bool) {
 			return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name,
 				Params: relay.WithMember(params, "ref", rename(ref, "name", name, pr.name))}}, true
 		case "ref/resource":
-			uri := relay.StringMember(ref, "uri")
+			uri, _ := relay.String(rv[2])
 			srv, ok := t.templateServer(uri)
 			if !ok {
 				if srv, ok = t.resourceServer(uri); !ok {

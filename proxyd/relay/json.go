@@ -300,3 +300,52 @@ func each(obj []byte, f func(key, member, value []byte)) {
 		i = vEnd
 	}
 }
+
+// Fields reads the members keys of the JSON object obj in one pass:
+// vals[i] is the value of keys[i], nil when absent (vals is as long as
+// keys). ok is false when one of keys is ambiguous: present twice, or
+// under another case. encoding/json, which most peers decode with, reads
+// keys case-insensitively and keeps the last, other decoders the first
+// or only exact keys; a member proxyd decides on must read the same to
+// all of them. Not an object: ok, nothing found.
+func Fields(obj []byte, keys []string, vals [][]byte) (ok bool) {
+	clear(vals)
+	for i := openObject(obj); i >= 0; {
+		k, _, vStart, vEnd, found := nextMember(obj, i)
+		if !found {
+			break
+		}
+		i = vEnd
+		for j, key := range keys {
+			switch {
+			case string(k) == key:
+				if vals[j] != nil {
+					return false
+				}
+				vals[j] = obj[vStart:vEnd]
+			case foldEqual(k, key):
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// foldEqual reports whether k equals key under Unicode case folding (as
+// encoding/json matches keys); a key of another byte length can match
+// only with non-ASCII bytes (the long s, the Kelvin sign).
+func foldEqual(k []byte, key string) bool {
+	if len(k) != len(key) && !hasNonASCII(k) {
+		return false
+	}
+	return bytes.EqualFold(k, []byte(key))
+}
+
+func hasNonASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}

@@ -193,3 +193,44 @@ func decodeMembers(b []byte) ([]jsonMember, bool) {
 	}
 	return out, true
 }
+
+// Where Fields answers, it reads what encoding/json reads into a struct
+// (case-insensitive keys, the last one kept), and what a first-wins or
+// exact-key decoder would read.
+func FuzzFields(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"echo","arguments":{"a":1},"_meta":{}}`,
+		`{"name":"a","NAME":"b"}`,
+		`{"name":"a","name":"b"}`,
+		`{"argumentſ":1}`,
+		`{"N\u0041ME":1}`,
+		`{"x":{"name":1},"name":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	keys := []string{"name", "arguments", "_meta"}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		vals := make([][]byte, len(keys))
+		ok := Fields(obj, keys, vals)
+		var exact map[string]json.RawMessage
+		if !ok || json.Unmarshal(obj, &exact) != nil {
+			return
+		}
+		var folded struct {
+			Name      json.RawMessage `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+			Meta      json.RawMessage `json:"_meta"`
+		}
+		if err := json.Unmarshal(obj, &folded); err != nil {
+			t.Fatalf("encoding/json reads %q as a map but not as a struct: %v", obj, err)
+		}
+		for i, want := range []json.RawMessage{folded.Name, folded.Arguments, folded.Meta} {
+			if (vals[i] == nil) != (want == nil) || vals[i] != nil && !bytes.Equal(compact(t, vals[i]), compact(t, want)) {
+				t.Fatalf("Fields(%q) %s = %q, encoding/json reads %q", obj, keys[i], vals[i], want)
+			}
+			if e, has := exact[keys[i]]; has != (vals[i] != nil) || has && !bytes.Equal(compact(t, e), compact(t, vals[i])) {
+				t.Fatalf("Fields(%q) %s = %q, an exact-key read gives %q", obj, keys[i], vals[i], e)
+			}
+		}
+	})
+}

@@ -139,3 +139,39 @@ func TestAppendString(t *testing.T) {
 		}
 	}
 }
+
+// Fields finds each key once, and refuses a key that peers could read
+// differently: twice, or under another case (which encoding/json matches).
+func TestFields(t *testing.T) {
+	keys := []string{"name", "arguments", "_meta"}
+	for _, tt := range []struct {
+		obj  string
+		want []string // values, "" for absent
+		ok   bool
+	}{
+		{`{"name":"echo","arguments":{"a":1},"_meta":{}}`, []string{`"echo"`, `{"a":1}`, `{}`}, true},
+		{` { "_meta" : null , "name" : "x" } `, []string{`"x"`, "", "null"}, true},
+		{`{"other":1,"Other":2}`, []string{"", "", ""}, true},
+		{`{"n\u0061me":"x"}`, []string{`"x"`, "", ""}, true},
+		{`{}`, []string{"", "", ""}, true},
+		{`[1]`, []string{"", "", ""}, true},
+		{`{"name":"echo","name":"write_note"}`, nil, false},
+		{`{"name":"echo","n\u0061me":"write_note"}`, nil, false},
+		{`{"name":"echo","NAME":"write_note"}`, nil, false},
+		{`{"Name":"write_note"}`, nil, false},
+		{`{"argumentſ":{}}`, nil, false}, // the long s folds to s
+		{`{"_META":{}}`, nil, false},
+	} {
+		vals := make([][]byte, len(keys))
+		ok := Fields([]byte(tt.obj), keys, vals)
+		if ok != tt.ok {
+			t.Errorf("Fields(%s) ok = %v, want %v", tt.obj, ok, tt.ok)
+			continue
+		}
+		for i, want := range tt.want {
+			if string(vals[i]) != want {
+				t.Errorf("Fields(%s) %s = %q, want %q", tt.obj, keys[i], vals[i], want)
+			}
+		}
+	}
+}
