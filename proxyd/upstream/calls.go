@@ -25,11 +25,22 @@ type CallResult struct {
 }
 
 // NewCallResult wraps a tools/call result as it came; isError is read
-// from its top level without decoding the rest.
+// from its top level without decoding the rest. An isError present twice
+// or under another case is read as the MCP library reads it, so the
+// record says what the client sees.
 func NewCallResult(raw json.RawMessage) *CallResult {
-	v, _ := relay.Member(raw, "isError")
-	return &CallResult{Raw: raw, IsError: string(v) == "true"}
+	var v [1][]byte
+	if relay.Fields(raw, isErrorKey, v[:]) {
+		return &CallResult{Raw: raw, IsError: string(v[0]) == "true"}
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	return &CallResult{Raw: raw, IsError: r.IsError}
 }
+
+var isErrorKey = []string{"isError"}
 
 // Typed decodes the result for the MCP library.
 func (r *CallResult) Typed() (*mcp.CallToolResult, error) {
