@@ -229,9 +229,14 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 			go runEach(work)
 		}
 	}()
-	ctx, cancel := context.WithCancel(relay.WithLater(r.Context(), &peer.later))
-	defer cancel()
+	// A modern client cancels by closing its request, which ends
+	// r.Context(); a legacy session's notifications/cancelled needs a
+	// context of its own to end.
+	ctx := relay.WithLater(r.Context(), &peer.later)
 	if sess != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
 		defer sess.track(relay.IDKey(msg.ID), cancel)()
 	}
 	if modern && r.ProtoMajor == 1 {
