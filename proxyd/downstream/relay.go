@@ -135,7 +135,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		return false // the library answers an unsupported version
 	}
 	var pv paramValues
-	unambiguous := relay.Fields(msg.Params, paramKeys, pv[:])
+	unambiguous := relay.Fields(msg.Params, paramKeys[:], pv[:])
 	meta := pv[pMeta]
 	metaVersion := relay.StringMember(meta, mcp.MetaKeyProtocolVersion)
 	modern := mcp.IsModernProtocol(version) || mcp.IsModernProtocol(metaVersion)
@@ -397,10 +397,10 @@ func (s *Server) takeAnswer(w http.ResponseWriter, sess *session, msg relay.Mess
 
 // paramKeys are the members of a request's params the relay reads, in
 // the order of paramValues.
-var paramKeys = []string{"name", "arguments", "_meta", "uri", "ref"}
+var paramKeys = [...]string{"name", "arguments", "_meta", "uri", "ref"}
 
 // paramValues are the values of paramKeys in one request (nil: absent).
-type paramValues [5][]byte
+type paramValues [len(paramKeys)][]byte
 
 const (
 	pName = iota
@@ -411,7 +411,7 @@ const (
 )
 
 // refKeys are the members of a completion's ref the relay reads.
-var refKeys = []string{"type", "name", "uri"}
+var refKeys = [...]string{"type", "name", "uri"}
 
 // routed is a client request matched to its upstream.
 type routed struct {
@@ -453,8 +453,8 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params}}, true
 	case string(mcp.MethodCompletionComplete):
 		ref := pv[pRef]
-		var rv [3][]byte
-		if !relay.Fields(ref, refKeys, rv[:]) {
+		var rv [len(refKeys)][]byte
+		if !relay.Fields(ref, refKeys[:], rv[:]) {
 			return routed{}, false // the library decides (see relayMessage)
 		}
 		typ, _ := relay.String(rv[0])
