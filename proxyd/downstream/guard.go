@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpx-dev/mcpx/internal/procs"
@@ -67,6 +68,15 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 			return
 		}
 		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && sid != "" {
+			// A session that ended (or that a proxyd before a restart
+			// gave) gets 404, as the spec asks, so its client starts a
+			// new one; the library would open a stream on any id.
+			if !mcp.IsModernProtocol(r.Header.Get("Mcp-Protocol-Version")) {
+				if term, err := s.sessions.Validate(sid); term || err != nil {
+					http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
+					return
+				}
+			}
 			defer s.sessions.listen(sid)()
 		}
 		next.ServeHTTP(w, r)

@@ -176,3 +176,42 @@ func TestIdleSessionsExpire(t *testing.T) {
 		t.Fatalf("the session idle since its stream ended got %d, want 404", code)
 	}
 }
+
+// A GET stream for a session that does not exist (ended, expired, or given
+// by a proxyd before a restart) is a 404, as for a POST, so the client
+// starts a new session; a live session gets its stream.
+func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
+	ss := newSessionServer(t, 100, time.Minute)
+	get := func(sid string) int {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ss.url, nil)
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	live := ss.initialize()
+	if code := get(live); code != http.StatusOK {
+		t.Fatalf("a live session's GET stream: %d", code)
+	}
+	if code := get("mcpx-s-not-a-session"); code != http.StatusNotFound {
+		t.Fatalf("an unknown session's GET stream: %d, want 404", code)
+	}
+	if code := get("garbage"); code != http.StatusNotFound {
+		t.Fatalf("a malformed session id's GET stream: %d, want 404", code)
+	}
+	ss.advance(2 * time.Minute)
+	ss.initialize() // sessions expire as the next one starts
+	if code := get(live); code != http.StatusNotFound {
+		t.Fatalf("an expired session's GET stream: %d, want 404", code)
+	}
+	if live, lib := ss.s.Sessions(); live != 1 || lib != 1 {
+		t.Fatalf("%s after GETs of unknown sessions, want the new one only", ss.counts())
+	}
+}
