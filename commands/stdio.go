@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,7 +38,8 @@ only your user can open the socket. Logs go to stderr.
 
 If proxyd restarts ('mcpx down && mcpx up'), the bridge waits for it (up to
 --reconnect-wait) and re-establishes the client's session by replaying the
-client's initialize, so the client notices nothing; a request sent while
+client's initialize, log level and resource subscriptions, so the client
+notices nothing; a request sent while
 proxyd is stopping waits for the next one, and a request that was
 running when proxyd went away gets an error. If proxyd does not come back,
 or the new proxyd negotiates another protocol version, the bridge says why
@@ -104,6 +107,18 @@ type bridge struct {
 	gen        int
 	initDone   bool
 	stopGET    context.CancelFunc
+	replays    int // requests the bridge made itself, for their ids
+	// life is the bridge's own context: a re-established session and its
+	// stream outlive the request that found the old one gone.
+	life context.Context
+
+	// What the client set on its legacy session, replayed on a new one:
+	// its log level (logging/setLevel params) and its resource
+	// subscriptions (resources/subscribe params by URI). Its own lock:
+	// the reader notes them and must not wait for a re-establishment.
+	stateMu sync.Mutex
+	level   json.RawMessage
+	subs    map[string]json.RawMessage
 	// inflight cancels a modern client's request by its id (its
 	// notifications/cancelled closes the request's stream).
 	inflight map[string]context.CancelFunc
@@ -142,6 +157,7 @@ type message struct {
 }
 
 func (b *bridge) run(ctx context.Context, in io.Reader) error {
+	b.life = ctx
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	go func() {
@@ -181,6 +197,7 @@ func (b *bridge) handle(ctx context.Context, line []byte) {
 		// Nothing may overtake the handshake: it creates the session.
 		b.initialize(ctx, line, m)
 	case m.Method != "" && len(m.ID) > 0:
+		b.remember(m)
 		b.wg.Add(1)
 		go func() { defer b.wg.Done(); b.request(ctx, line, m) }()
 	case m.Method == string(mcp.MethodNotificationCancelled) && b.cancelModern(m.Params):
@@ -203,6 +220,33 @@ func (b *bridge) handle(ctx context.Context, line []byte) {
 				b.listen(ctx)
 			}
 		}()
+	}
+}
+
+// remember notes what a legacy client sets on its session (see
+// bridge.level, bridge.subs), in the order the client sent it.
+func (b *bridge) remember(m message) {
+	switch mcp.MCPMethod(m.Method) {
+	case mcp.MethodSetLogLevel, mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+	default:
+		return
+	}
+	var p struct {
+		URI string `json:"uri"`
+	}
+	_ = json.Unmarshal(m.Params, &p)
+	b.stateMu.Lock()
+	defer b.stateMu.Unlock()
+	switch mcp.MCPMethod(m.Method) {
+	case mcp.MethodSetLogLevel:
+		b.level = m.Params
+	case mcp.MethodResourcesSubscribe:
+		if b.subs == nil {
+			b.subs = map[string]json.RawMessage{}
+		}
+		b.subs[p.URI] = m.Params
+	case mcp.MethodResourcesUnsubscribe:
+		delete(b.subs, p.URI)
 	}
 }
 
@@ -300,7 +344,7 @@ func (b *bridge) send(ctx context.Context, line []byte, m message) (*http.Respon
 		if attempt > 0 || m.Method == string(mcp.MethodInitialize) && errors.Is(why, errSessionLost) {
 			return nil, why
 		}
-		if err := b.reestablish(ctx, gen); err != nil {
+		if err := b.reestablish(gen); err != nil {
 			b.die(err)
 			return nil, err
 		}
@@ -450,10 +494,13 @@ func readEvents(r io.Reader, f func([]byte)) error {
 }
 
 // reestablish waits for proxyd to come back and, for a legacy-era client,
-// replays its initialize on a new session. gen is the session generation
+// replays its initialize on a new session and then what it set on the old
+// one. It runs in the bridge's context, not the caller's request's: the
+// session serves every request after it. gen is the session generation
 // the caller saw fail: if another request re-established it meanwhile,
 // there is nothing to do.
-func (b *bridge) reestablish(ctx context.Context, gen int) error {
+func (b *bridge) reestablish(gen int) error {
+	ctx := b.life
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.gen != gen {
@@ -492,60 +539,124 @@ func (b *bridge) reestablish(ctx context.Context, gen int) error {
 		b.stopGET()
 		b.stopGET = nil
 	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "mcpx-stdio-reinit-" + strconv.Itoa(b.gen),
-		"method": "initialize", "params": b.initParams})
-	resp, err := b.post(ctx, body, message{Method: string(mcp.MethodInitialize)}, "", "")
+	r, err := b.replay(ctx, mcp.MethodInitialize, b.initParams)
 	if err != nil {
 		return fmt.Errorf("replaying the client's initialize to the new proxyd: %w", err)
 	}
-	sid := resp.Header.Get("Mcp-Session-Id")
 	var res struct {
-		Result *struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		} `json:"result"`
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		_ = readEvents(bytes.NewReader(raw), func(d []byte) { _ = json.Unmarshal(d, &res) })
-	} else {
-		_ = json.Unmarshal(raw, &res)
+		ProtocolVersion string `json:"protocolVersion"`
 	}
 	switch {
-	case res.Error != nil:
-		return fmt.Errorf("the new proxyd refused the replayed initialize: %s; exiting so the client can start again", res.Error.Message)
-	case res.Result == nil || sid == "":
-		return fmt.Errorf("the new proxyd gave no session for the replayed initialize (HTTP %d); exiting so the client can start again", resp.StatusCode)
-	case res.Result.ProtocolVersion != b.version:
+	case r.err != "":
+		return fmt.Errorf("the new proxyd refused the replayed initialize: %s; exiting so the client can start again", r.err)
+	case r.result == nil || r.sid == "" || json.Unmarshal(r.result, &res) != nil:
+		return fmt.Errorf("the new proxyd gave no session for the replayed initialize (HTTP %d); exiting so the client can start again", r.status)
+	case res.ProtocolVersion != b.version:
 		return fmt.Errorf("the new proxyd negotiated protocol %s where the client's session had %s; exiting so the client can start again",
-			res.Result.ProtocolVersion, b.version)
+			res.ProtocolVersion, b.version)
 	}
-	b.sid = sid
+	b.sid = r.sid
 	note := []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	if resp, err := b.post(ctx, note, message{Method: string(mcp.MethodNotificationInitialized)}, b.sid, b.version); err == nil {
 		resp.Body.Close()
 	}
-	fmt.Fprintf(b.log, "mcpx stdio: re-established the session with the new proxyd (replayed the client's initialize)\n")
+	// What the client set on its old session, so the new one serves it
+	// the same: its log level, then its subscriptions.
+	b.stateMu.Lock()
+	level, subs := b.level, maps.Clone(b.subs)
+	b.stateMu.Unlock()
+	what := "the client's initialize"
+	if level != nil {
+		b.replaySet(ctx, mcp.MethodSetLogLevel, level)
+		what += " and log level"
+	}
+	for _, uri := range slices.Sorted(maps.Keys(subs)) {
+		b.replaySet(ctx, mcp.MethodResourcesSubscribe, subs[uri])
+	}
+	if n := len(subs); n > 0 {
+		what += fmt.Sprintf(", %d resource subscription(s)", n)
+	}
+	fmt.Fprintf(b.log, "mcpx stdio: re-established the session with the new proxyd (replayed %s)\n", what)
 	if b.initDone {
 		go b.listen(ctx)
 	}
 	return nil
 }
 
+// replaySet sends one piece of the client's session state to the new
+// session; a refusal is said on stderr (the client's own request had
+// been answered).
+func (b *bridge) replaySet(ctx context.Context, method mcp.MCPMethod, params json.RawMessage) {
+	r, err := b.replay(ctx, method, params)
+	switch {
+	case err != nil:
+		fmt.Fprintf(b.log, "mcpx stdio: replaying the client's %s to the new proxyd: %v\n", method, err)
+	case r.err != "":
+		fmt.Fprintf(b.log, "mcpx stdio: the new proxyd refused the client's replayed %s: %s\n", method, r.err)
+	}
+}
+
+// replayed is proxyd's answer to a request the bridge made itself.
+type replayed struct {
+	status int
+	sid    string
+	result json.RawMessage
+	err    string // the JSON-RPC error's message
+}
+
+// replay sends a request of the bridge's own (on the current session,
+// none for initialize) and reads the answer, JSON or SSE. b.mu is held.
+func (b *bridge) replay(ctx context.Context, method mcp.MCPMethod, params json.RawMessage) (replayed, error) {
+	b.replays++
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "mcpx-stdio-replay-" + strconv.Itoa(b.replays),
+		"method": method, "params": params})
+	sid, version := b.sid, b.version
+	if method == mcp.MethodInitialize {
+		sid, version = "", ""
+	}
+	resp, err := b.post(ctx, body, message{Method: string(method)}, sid, version)
+	if err != nil {
+		return replayed{}, err
+	}
+	defer resp.Body.Close()
+	r := replayed{status: resp.StatusCode, sid: resp.Header.Get("Mcp-Session-Id")}
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	read := func(d []byte) {
+		if json.Unmarshal(d, &msg) == nil && (msg.Result != nil || msg.Error != nil) {
+			r.result = msg.Result
+			if msg.Error != nil {
+				r.err = msg.Error.Message
+			}
+		}
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		_ = readEvents(bytes.NewReader(raw), read)
+	} else {
+		read(raw)
+	}
+	if r.result == nil && r.err == "" && resp.StatusCode >= 300 {
+		r.err = fmt.Sprintf("HTTP %d", resp.StatusCode)
+	}
+	return r, nil
+}
+
 // listen keeps a legacy session's GET stream open and passes what comes
 // on it (resource updates, list changes, log messages) to the client.
-func (b *bridge) listen(ctx context.Context) {
+func (b *bridge) listen(parent context.Context) {
 	b.mu.Lock()
 	if b.initParams == nil || b.sid == "" || b.stopGET != nil {
 		b.mu.Unlock()
 		return
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(parent)
 	b.stopGET = cancel
-	sid, version := b.sid, b.version
+	sid, version, gen := b.sid, b.version, b.gen
 	b.mu.Unlock()
 	go func() {
 		for ctx.Err() == nil {
@@ -562,8 +673,18 @@ func (b *bridge) listen(ctx context.Context) {
 					_ = readEvents(resp.Body, b.line)
 				}
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-					return // a new session gets a new stream
+				if resp.StatusCode == http.StatusNotFound {
+					// proxyd restarted (or ended the session): re-establish
+					// it now, not at the client's next request, so what
+					// the client subscribed to reaches it meanwhile. The
+					// new session gets a stream of its own.
+					if err := b.reestablish(gen); err != nil {
+						b.die(err)
+					}
+					return
+				}
+				if resp.StatusCode == http.StatusMethodNotAllowed {
+					return
 				}
 			}
 			select {

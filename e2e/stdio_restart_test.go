@@ -1,15 +1,23 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/fixtures/conformance"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -165,4 +173,88 @@ func TestStdioExitsWhenProxydStaysAway(t *testing.T) {
 		s := stderr.String()
 		return strings.Contains(s, "proxyd did not come back within 300ms"), s
 	})
+}
+
+// A legacy client's session state outlives a proxyd restart: the bridge
+// re-establishes the session as soon as its GET stream finds proxyd
+// restarted, without waiting for the client's next request, and replays
+// the client's log level and resource subscriptions, so the new proxyd
+// subscribes upstream for it again and sends the upstream its level.
+func TestStdioRestoresSessionStateAfterRestart(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string][]json.RawMessage{} // params the upstream got, by method
+	cs := conformance.New(conformance.Options{Era: "legacy"})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal(body, &m) == nil {
+				mu.Lock()
+				seen[m.Method] = append(seen[m.Method], m.Params)
+				mu.Unlock()
+			}
+		}
+		cs.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	got := func(method string) []json.RawMessage {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen[method])
+	}
+
+	e := newEnv(t)
+	e.writeConfig(fixtureConfig(up.URL+conformance.EndpointPath, "legacy"))
+	e.mustRun("up")
+	t.Cleanup(func() { e.run("down") })
+	e.waitServer("fixture", api.StateReady)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	stderr := &syncBuffer{}
+	tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"),
+		transport.WithCommandStderrWriter(stderr))
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	defer func() {
+		if t.Failed() {
+			t.Logf("mcpx stdio stderr:\n%s", stderr)
+		}
+	}()
+	initClient(t, ctx, c)
+	//lint:ignore SA1019 the legacy era's resources/subscribe is what is tested
+	if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "test://watched-resource"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelDebug}}); err != nil {
+		t.Fatal(err)
+	}
+	subs, levels := len(got("resources/subscribe")), len(got("logging/setLevel"))
+	if subs != 1 {
+		t.Fatalf("the upstream got %d resources/subscribe, want 1", subs)
+	}
+
+	e.mustRun("down")
+	e.mustRun("up")
+	e.waitServer("fixture", api.StateReady)
+
+	// Nothing from the client from here on.
+	waitFor(t, "the new proxyd to subscribe upstream again", func() (bool, string) {
+		n := len(got("resources/subscribe"))
+		return n > subs, fmt.Sprint(n, " resources/subscribe")
+	})
+	waitFor(t, "the new proxyd to send the client's level upstream", func() (bool, string) {
+		after := got("logging/setLevel")[levels:]
+		for _, p := range after {
+			if strings.Contains(string(p), `"debug"`) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("setLevel params since the restart: %s", after)
+	})
+	if s := stderr.String(); !strings.Contains(s, "replayed the client's initialize and log level, 1 resource subscription(s)") {
+		t.Errorf("the bridge did not say what it replayed:\n%s", s)
+	}
 }
