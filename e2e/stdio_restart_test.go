@@ -228,6 +228,7 @@ func TestStdioRestoresSessionStateAfterRestart(t *testing.T) {
 	if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "test://watched-resource"}}); err != nil {
 		t.Fatal(err)
 	}
+	//lint:ignore SA1019 logging/setLevel is the legacy era's, which is tested
 	if err := c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelDebug}}); err != nil {
 		t.Fatal(err)
 	}
