@@ -70,6 +70,8 @@ func runStdio(c *cli.Context) error {
 			// read during its shutdown, unanswered), where a new one
 			// reaches whichever proxyd holds the socket now.
 			DisableKeepAlives: true,
+			// See expectContinueOver.
+			ExpectContinueTimeout: time.Second,
 		}},
 		status: cl.Status,
 		url:    api.MCPEndpoint,
@@ -264,7 +266,7 @@ func (b *bridge) initialize(ctx context.Context, line []byte, m message) {
 			ProtocolVersion string `json:"protocolVersion"`
 		} `json:"result"`
 	}
-	b.copyResponse(resp, func(msg []byte) {
+	b.copyResponse(resp, m.ID, func(msg []byte) {
 		if bytes.Contains(msg, []byte(`"protocolVersion"`)) {
 			_ = json.Unmarshal(msg, &result)
 		}
@@ -298,7 +300,7 @@ func (b *bridge) request(ctx context.Context, line []byte, m message) {
 		}
 		return
 	}
-	if !b.copyResponse(resp, nil) && ctx.Err() == nil {
+	if !b.copyResponse(resp, m.ID, nil) && ctx.Err() == nil {
 		b.errorReply(m.ID, mcp.INTERNAL_ERROR, "proxyd: the connection to proxyd broke during the request (proxyd restarted?); the request may or may not have run")
 	}
 }
@@ -388,6 +390,9 @@ func (b *bridge) post(ctx context.Context, line []byte, m message, sid, version 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if len(line) > expectContinueOver {
+		req.Header.Set("Expect", "100-continue")
+	}
 	if v := metaProtocolVersion(m.Params); mcp.IsModernProtocol(v) {
 		req.Header.Set("Mcp-Protocol-Version", v)
 		for k, val := range mcp.StandardHeaders(v, mcp.MCPMethod(m.Method), m.Params) {
@@ -412,6 +417,14 @@ func sendErrText(err error) string {
 	return err.Error()
 }
 
+// expectContinueOver is the message size above which the bridge asks
+// before sending the body: proxyd refuses a body over its
+// limits.max_request_bytes unread and closes the connection, and a
+// client still writing it gets a broken pipe instead of the refusal.
+// Asking first costs a round trip on the socket, small beside such a
+// body.
+const expectContinueOver = 64 << 10
+
 // daemonGone reports a failure to reach proxyd at all: no socket file, or
 // nobody listening on it.
 func daemonGone(err error) bool {
@@ -421,7 +434,7 @@ func daemonGone(err error) bool {
 // copyResponse writes proxyd's answer to the client: a JSON body as one
 // line, an SSE stream event by event (also passed to seen). It reports
 // whether the answer arrived whole.
-func (b *bridge) copyResponse(resp *http.Response, seen func([]byte)) bool {
+func (b *bridge) copyResponse(resp *http.Response, id json.RawMessage, seen func([]byte)) bool {
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusAccepted {
 		return true
@@ -431,6 +444,12 @@ func (b *bridge) copyResponse(resp *http.Response, seen func([]byte)) bool {
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		if err != nil {
 			return false
+		}
+		if resp.StatusCode >= 400 {
+			if line := refusal(id, resp.StatusCode, body); line != nil {
+				b.line(line)
+				return true
+			}
 		}
 		if json.Valid(body) {
 			if seen != nil {
@@ -457,6 +476,36 @@ func (b *bridge) copyResponse(resp *http.Response, seen func([]byte)) bool {
 		b.line(data)
 	})
 	return err == nil && complete
+}
+
+// refusal words proxyd's refusal of the request id (an HTTP error) as the
+// answer to it, where the body as it is would leave the client waiting:
+// a JSON-RPC error without the id (a body over limits is refused unread)
+// or the control API's error shape, which is no JSON-RPC message. nil:
+// the body answers the request as it is, or is no error of either kind.
+func refusal(id json.RawMessage, status int, body []byte) []byte {
+	if len(id) == 0 {
+		return nil
+	}
+	var m struct {
+		ID    json.RawMessage `json:"id"`
+		Error *struct {
+			Code    json.RawMessage `json:"code"`
+			Message string          `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Error == nil {
+		return nil
+	}
+	var code int
+	if json.Unmarshal(m.Error.Code, &code) != nil {
+		// The control API's {"error":{"code":"stopping",...}}.
+		return errorLine(id, mcp.INTERNAL_ERROR, fmt.Sprintf("proxyd answered HTTP %d: %s", status, m.Error.Message))
+	}
+	if len(m.ID) > 0 && string(m.ID) != "null" {
+		return nil
+	}
+	return errorLine(id, code, m.Error.Message)
 }
 
 // readEvents calls f with the data of each event of an SSE stream.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,6 +91,41 @@ func TestUnsent(t *testing.T) {
 			if b, _ := io.ReadAll(resp.Body); string(b) != tt.body {
 				t.Errorf("%s: the body passed on is %q, want %q", tt.name, b, tt.body)
 			}
+		}
+	}
+}
+
+// proxyd's refusal of a request reaches the client as the answer to that
+// request: a JSON-RPC error proxyd gave without the id (it did not read
+// the body) gets the request's id, and the control API's error shape
+// becomes a JSON-RPC error. An error that answers the request already
+// is passed as it is.
+func TestRefusal(t *testing.T) {
+	for _, tt := range []struct {
+		name, id, body string
+		status         int
+		want           string // "": passed as it is
+	}{
+		{"too large, id null", `7`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"request body larger than limits.max_request_bytes"}}`, 413,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"request body larger than limits.max_request_bytes"}}`},
+		{"no id at all", `"a"`, `{"jsonrpc":"2.0","error":{"code":-32600,"message":"m"}}`, 400,
+			`{"jsonrpc":"2.0","id":"a","error":{"code":-32600,"message":"m"}}`},
+		{"control API error", `7`, `{"error":{"code":"forbidden","message":"proxyd serves only the user that started it"}}`, 403,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"proxyd answered HTTP 403: proxyd serves only the user that started it"}}`},
+		{"the request's own error", `7`, `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"m"}}`, 404, ""},
+		{"not JSON", `7`, `bad gateway`, 502, ""},
+		{"a notification's refusal", ``, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"m"}}`, 413, ""},
+	} {
+		got := refusal(json.RawMessage(tt.id), tt.status, []byte(tt.body))
+		if tt.want == "" {
+			if got != nil {
+				t.Errorf("%s: %s, want the body passed as it is", tt.name, got)
+			}
+			continue
+		}
+		var g, w any
+		if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(tt.want), &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
 	}
 }

@@ -259,3 +259,28 @@ func TestStdioRestoresSessionStateAfterRestart(t *testing.T) {
 		t.Errorf("the bridge did not say what it replayed:\n%s", s)
 	}
 }
+
+// A request proxyd refuses unread (over limits.max_request_bytes) is
+// answered to the client through the bridge as an error for that request,
+// naming the limit, instead of an answer without an id it would wait on.
+func TestStdioRequestOverLimitIsAnswered(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraLegacy)
+	e := newEnv(t)
+	e.writeConfig(fixtureConfig(fx.URL(), "legacy") + "limits:\n  max_request_bytes: 100000\n")
+	e.mustRun("up")
+	t.Cleanup(func() { e.run("down") })
+	e.waitServer("fixture", api.StateReady)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"))
+	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
+	initClient(t, ctx, c)
+	_, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "fixture__echo",
+		Arguments: map[string]any{"text": strings.Repeat("x", 200_000)}}})
+	if err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
+		t.Fatalf("a call over the limit: %v; want an error naming limits.max_request_bytes", err)
+	}
+	if got := callText(t, ctx, c, "fixture__echo", map[string]any{"text": "small"}); got != "small" {
+		t.Fatalf("a call under the limit after it: %q", got)
+	}
+}
