@@ -113,7 +113,9 @@ func TestStdioCallDuringShutdownRunsOnTheNextProxyd(t *testing.T) {
 				return ch
 			}
 			calls := fx.RequestCount("tools/call")
-			slow := call("fixture__"+mcpserver.ToolSlowRead, map[string]any{"ms": 2000})
+			// Long enough for 'mcpx down' to start and ask for the
+			// shutdown while it runs, on a loaded machine too.
+			slow := call("fixture__"+mcpserver.ToolSlowRead, map[string]any{"ms": 4000})
 			waitFor(t, "the slow call to reach the upstream", func() (bool, string) {
 				n := fx.RequestCount("tools/call")
 				return n > calls, fmt.Sprint(n, " tools/call")
@@ -129,7 +131,7 @@ func TestStdioCallDuringShutdownRunsOnTheNextProxyd(t *testing.T) {
 			if r := <-down; r.code != 0 {
 				t.Fatalf("mcpx down:\n%s", r)
 			}
-			if got := <-slow; got.err != nil || got.text != "waited 2000 ms" {
+			if got := <-slow; got.err != nil || got.text != "waited 4000 ms" {
 				t.Errorf("the call running when the shutdown began: %q, %v; want its result", got.text, got.err)
 			}
 			select {
