@@ -257,9 +257,10 @@ func TestStdioRestoresSessionStateAfterRestart(t *testing.T) {
 		}
 		return false, fmt.Sprintf("setLevel params since the restart: %s", after)
 	})
-	if s := stderr.String(); !strings.Contains(s, "replayed the client's initialize and log level, 1 resource subscription(s)") {
-		t.Errorf("the bridge did not say what it replayed:\n%s", s)
-	}
+	waitFor(t, "the bridge to say what it replayed", func() (bool, string) {
+		s := stderr.String()
+		return strings.Contains(s, "replayed the client's initialize and log level, 1 resource subscription(s)"), s
+	})
 }
 
 // A request proxyd refuses unread (over limits.max_request_bytes) is
