@@ -163,7 +163,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		// library decodes the request once, as the upstream's decoder
 		// would, and acts on what it read.
 		return false
-	case modern && !validModern(r, msg, meta, metaVersion, version):
+	case modern && !validModern(r, msg, &pv, metaVersion, version):
 		return false
 	case msg.Method == string(mcp.MethodResourcesSubscribe) || msg.Method == string(mcp.MethodResourcesUnsubscribe):
 		return !modern && s.subscribe(w, r, sess, msg)
@@ -286,15 +286,15 @@ func (p *httpPeer) answer(msg relay.Message, res json.RawMessage, err error) {
 // version in header and body, client capabilities, standard headers); a
 // request failing them goes to the library, which answers with the
 // precise error.
-func validModern(r *http.Request, msg relay.Message, meta []byte, metaVersion, version string) bool {
+func validModern(r *http.Request, msg relay.Message, pv *paramValues, metaVersion, version string) bool {
 	if r.Header.Get("Last-Event-ID") != "" || metaVersion == "" || metaVersion != version {
 		return false
 	}
-	caps := relayMember(meta, mcp.MetaKeyClientCapabilities)
+	caps := relayMember(pv[pMeta], mcp.MetaKeyClientCapabilities)
 	if len(caps) == 0 || caps[0] != '{' {
 		return false
 	}
-	return standardHeadersValid(r.Header.Get, version, msg.Method, msg.Params)
+	return standardHeadersValid(r.Header.Get, version, msg.Method, msg.Params, pv)
 }
 
 // standardHeadersValid is the library's check of the standard headers
@@ -302,21 +302,18 @@ func validModern(r *http.Request, msg relay.Message, meta []byte, metaVersion, v
 // common request: a name (or uri) that is a plain string equal to the
 // decoded Mcp-Name passes at once. Anything else gets the library's check,
 // on the naming member alone so the arguments and _meta are not decoded.
-func standardHeadersValid(get func(string) string, version, method string, params []byte) bool {
+// pv is params read by relay.Fields.
+func standardHeadersValid(get func(string) string, version, method string, params []byte, pv *paramValues) bool {
 	m := mcp.MCPMethod(method)
-	key := ""
+	key, v := "", []byte(nil)
 	switch m {
 	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		key = "name"
+		key, v = "name", pv[pName]
 	case mcp.MethodResourcesRead:
-		key = "uri"
+		key, v = "uri", pv[pURI]
 	}
 	checked := params
-	v, ok := []byte(nil), false
-	if key != "" {
-		v, ok = relay.Member(params, key)
-	}
-	if ok {
+	if v != nil {
 		if h := get(mcp.HeaderName); h != "" && get(mcp.HeaderMethod) == method {
 			name, isString := relay.String(v)
 			decoded, decodes := mcp.DecodeHeaderValue(h)

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // The standard headers check decides as the library's check on the whole
@@ -43,7 +45,9 @@ func TestStandardHeadersCheck(t *testing.T) {
 		}
 		m := mcp.MCPMethod(tt.method)
 		whole := mcp.ValidateStandardHeaders(get, version, m, []byte(tt.params)) == nil
-		if got := standardHeadersValid(get, version, tt.method, []byte(tt.params)); got != whole {
+		var pv paramValues
+		relay.Fields([]byte(tt.params), paramKeys[:], pv[:])
+		if got := standardHeadersValid(get, version, tt.method, []byte(tt.params), &pv); got != whole {
 			t.Errorf("%s %s with Mcp-Name %q: valid %v, the library says %v", tt.method, tt.params, tt.header, got, whole)
 		}
 	}
