@@ -29,23 +29,10 @@ func TestStdioSurvivesRestart(t *testing.T) {
 	fx := startFixture(t, mcpserver.EraBoth)
 	for _, tc := range clientProtocols {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.writeConfig(fixtureConfig(fx.URL(), "auto"))
-			e.mustRun("up")
-			t.Cleanup(func() { e.run("down") })
-			e.waitServer("fixture", api.StateReady)
+			e := upWith(t, fixtureConfig(fx.URL(), "auto"))
 			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 			defer cancel()
-			stderr := &syncBuffer{}
-			tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"),
-				transport.WithCommandStderrWriter(stderr))
-			c := client.NewClient(tr, tc.opts...)
-			defer func() {
-				if t.Failed() {
-					t.Logf("mcpx stdio stderr:\n%s", stderr)
-				}
-			}()
-			initClient(t, ctx, c)
+			c, stderr := e.stdioClient(t, ctx, nil, tc.opts...)
 			if got := callText(t, ctx, c, "fixture__echo", map[string]any{"text": "before"}); got != "before" {
 				t.Fatalf("echo before the restart: %q", got)
 			}
@@ -75,23 +62,10 @@ func TestStdioCallDuringShutdownRunsOnTheNextProxyd(t *testing.T) {
 	fx := startFixture(t, mcpserver.EraBoth)
 	for _, tc := range clientProtocols {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.writeConfig(fixtureConfig(fx.URL(), "auto"))
-			e.mustRun("up")
-			t.Cleanup(func() { e.run("down") })
-			e.waitServer("fixture", api.StateReady)
+			e := upWith(t, fixtureConfig(fx.URL(), "auto"))
 			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 			defer cancel()
-			stderr := &syncBuffer{}
-			tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"),
-				transport.WithCommandStderrWriter(stderr))
-			c := client.NewClient(tr, tc.opts...)
-			defer func() {
-				if t.Failed() {
-					t.Logf("mcpx stdio stderr:\n%s", stderr)
-				}
-			}()
-			initClient(t, ctx, c)
+			c, stderr := e.stdioClient(t, ctx, nil, tc.opts...)
 			if got := callText(t, ctx, c, "fixture__echo", map[string]any{"text": "before"}); got != "before" {
 				t.Fatalf("echo before the shutdown: %q", got)
 			}
@@ -156,11 +130,7 @@ func TestStdioExitsWhenProxydStaysAway(t *testing.T) {
 	e, p := fixtureEnv(t, mcpserver.EraLegacy, "legacy")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	stderr := &syncBuffer{}
-	tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio", "--reconnect-wait", "300ms"),
-		transport.WithCommandStderrWriter(stderr))
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	initClient(t, ctx, c)
+	c, stderr := e.stdioClient(t, ctx, []string{"--reconnect-wait", "300ms"}, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	if got := callText(t, ctx, c, "fixture__echo", map[string]any{"text": "before"}); got != "before" {
 		t.Fatalf("echo: %q", got)
 	}
@@ -209,23 +179,10 @@ func TestStdioRestoresSessionStateAfterRestart(t *testing.T) {
 		return slices.Clone(seen[method])
 	}
 
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(up.URL+conformance.EndpointPath, "legacy"))
-	e.mustRun("up")
-	t.Cleanup(func() { e.run("down") })
-	e.waitServer("fixture", api.StateReady)
+	e := upWith(t, fixtureConfig(up.URL+conformance.EndpointPath, "legacy"))
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	stderr := &syncBuffer{}
-	tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"),
-		transport.WithCommandStderrWriter(stderr))
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	defer func() {
-		if t.Failed() {
-			t.Logf("mcpx stdio stderr:\n%s", stderr)
-		}
-	}()
-	initClient(t, ctx, c)
+	c, stderr := e.stdioClient(t, ctx, nil, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	//lint:ignore SA1019 the legacy era's resources/subscribe is what is tested
 	if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "test://watched-resource"}}); err != nil {
 		t.Fatal(err)
@@ -268,16 +225,10 @@ func TestStdioRestoresSessionStateAfterRestart(t *testing.T) {
 // naming the limit, instead of an answer without an id it would wait on.
 func TestStdioRequestOverLimitIsAnswered(t *testing.T) {
 	fx := startFixture(t, mcpserver.EraLegacy)
-	e := newEnv(t)
-	e.writeConfig(fixtureConfig(fx.URL(), "legacy") + "limits:\n  max_request_bytes: 100000\n")
-	e.mustRun("up")
-	t.Cleanup(func() { e.run("down") })
-	e.waitServer("fixture", api.StateReady)
+	e := upWith(t, fixtureConfig(fx.URL(), "legacy")+"limits:\n  max_request_bytes: 100000\n")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"))
-	c := client.NewClient(tr, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
-	initClient(t, ctx, c)
+	c, _ := e.stdioClient(t, ctx, nil, client.WithProtocolVersion(mcp.ProtocolVersion20251125))
 	_, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "fixture__echo",
 		Arguments: map[string]any{"text": strings.Repeat("x", 200_000)}}})
 	if err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
@@ -286,4 +237,34 @@ func TestStdioRequestOverLimitIsAnswered(t *testing.T) {
 	if got := callText(t, ctx, c, "fixture__echo", map[string]any{"text": "small"}); got != "small" {
 		t.Fatalf("a call under the limit after it: %q", got)
 	}
+}
+
+// upWith starts proxyd ('mcpx up') on config, whose server "fixture" it
+// waits for, and stops it when the test ends.
+func upWith(t *testing.T, config string) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.writeConfig(config)
+	e.mustRun("up")
+	t.Cleanup(func() { e.run("down") })
+	e.waitServer("fixture", api.StateReady)
+	return e
+}
+
+// stdioClient starts 'mcpx stdio' (with args after the command) on this
+// env and an initialized MCP client on it; the bridge's stderr is returned,
+// and logged if the test fails.
+func (e *env) stdioClient(t *testing.T, ctx context.Context, args []string, opts ...client.ClientOption) (*client.Client, *syncBuffer) {
+	t.Helper()
+	stderr := &syncBuffer{}
+	tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(append(e.globals(), "stdio"), args...),
+		transport.WithCommandStderrWriter(stderr))
+	c := client.NewClient(tr, opts...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("mcpx stdio stderr:\n%s", stderr)
+		}
+	})
+	initClient(t, ctx, c)
+	return c, stderr
 }

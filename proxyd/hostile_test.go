@@ -17,10 +17,7 @@ import (
 // status and body.
 func (td *testDaemon) socketPost(t *testing.T, path, body string) (int, string) {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", td.socket)
-	}}}
-	resp, err := hc.Post("http://proxyd.sock"+path, "application/json", strings.NewReader(body))
+	resp, err := td.socketHTTP().Post("http://proxyd.sock"+path, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,28 +85,12 @@ func TestMetricsListenerBounded(t *testing.T) {
 // A request whose params name the tool twice, or under another case, is
 // read by the upstream's decoder as one tool (encoding/json: the last,
 // case-insensitively) and could be read by proxyd as another. Whatever
-// runs, the activity records that tool, on a session of either era.
+// runs, the activity records that tool (here on a legacy session; on a
+// modern request the Mcp-Name header check catches the mismatch).
 func TestAmbiguousNamesRecordWhatRuns(t *testing.T) {
 	fx, td := withFixture(t, mcpserver.EraLegacy)
 	url, token := endpoint(t, td)
-	post := func(sid, body string) (*http.Response, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp, string(b)
-	}
+	post := legacyPost(t, url, token)
 	resp, _ := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)

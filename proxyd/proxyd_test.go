@@ -167,9 +167,7 @@ func TestPeerUIDChecked(t *testing.T) {
 
 func TestBrowserRequestsRefused(t *testing.T) {
 	td := startDaemon(t, "")
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", td.socket)
-	}}}
+	hc := td.socketHTTP()
 	for _, h := range []string{"Origin", "Referer"} {
 		req, _ := http.NewRequest(http.MethodGet, "http://proxyd.sock/v1/status", nil)
 		req.Header.Set(h, "http://evil.example")
@@ -216,4 +214,11 @@ func TestReloadKeepsRunningConfigOnError(t *testing.T) {
 	if len(st.Servers) != 1 || st.ConfigError == "" {
 		t.Fatalf("want the old server kept and the config error shown, got %+v", st)
 	}
+}
+
+// socketHTTP is an HTTP client of the daemon's socket (host proxyd.sock).
+func (td *testDaemon) socketHTTP() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", td.socket)
+	}}}
 }

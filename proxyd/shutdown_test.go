@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -160,12 +159,7 @@ func TestSocketCallsDrainedThenRefused(t *testing.T) {
 	})
 	defer once.Do(func() { close(release) })
 	waitReady(t, td, "fx")
-	hc := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", td.socket)
-		},
-		DisableKeepAlives: true,
-	}}
+	hc := td.socketHTTP()
 	call := func(tool, args string) (*http.Response, error) {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args +
 			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
