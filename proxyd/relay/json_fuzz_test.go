@@ -31,7 +31,8 @@ func FuzzMembers(f *testing.F) {
 		without := WithoutMember(obj, key)
 
 		var m map[string]json.RawMessage
-		if json.Unmarshal(obj, &m) != nil || !utf8.ValidString(key) {
+		// null decodes into a map too (a nil one), but is no object.
+		if json.Unmarshal(obj, &m) != nil || m == nil || !utf8.ValidString(key) {
 			return // only valid objects and keys have an answer to check
 		}
 		dups := 0
