@@ -366,7 +366,7 @@ func clientAnswer(c *downstream.Call, out callOutcome) (json.RawMessage, error) 
 
 func validArgs(b json.RawMessage) bool {
 	b = bytes.TrimSpace(b)
-	return string(b) == "null" || len(b) > 0 && b[0] == '{' && json.Valid(b)
+	return string(b) == "null" || len(b) > 0 && b[0] == '{' && relay.Valid(b)
 }
 
 func toolErrorText(r *mcp.CallToolResult) string {

@@ -4,7 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	gojson "github.com/goccy/go-json"
 )
+
+// Valid reports whether b is one JSON value, exactly as encoding/json.Valid
+// decides (the MCP library's decoder, on either side of proxyd, reads with
+// encoding/json): go-json's check agrees with it (FuzzValid compares them,
+// nesting limit included) and reads a message several times faster, which
+// is most of what proxyd spends on a large one.
+func Valid(b []byte) bool {
+	return gojson.Valid(b)
+}
 
 // Results and params pass through as bytes; where an era needs a member
 // changed, only that member is touched, so the rest stays byte for byte
@@ -95,11 +106,21 @@ func skipSpace(b []byte, i int) int {
 
 // skipString returns the index after the string starting at b[i] ('"').
 func skipString(b []byte, i int) int {
+	// The closing quote is the first one not escaped: one after an even
+	// run of backslashes. IndexByte finds quotes a word at a time, so a
+	// long string (a file's text, an image's base64) is not read a byte
+	// at a time.
 	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1
+		}
+		j += q
+		n := 0
+		for k := j - 1; k > i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
 			return j + 1
 		}
 	}

@@ -235,3 +235,23 @@ func FuzzFields(f *testing.F) {
 		}
 	})
 }
+
+// Valid must decide as encoding/json.Valid does on every input: a message
+// proxyd takes and the MCP library then refuses (or the reverse) would be
+// relayed or refused unlike the direct call.
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, `"a"`, `1`, `-0.5e+3`, `01`, `1.`, `-`, `1e400`, `{"a":1,}`, `[1,]`,
+		"\"\x00\"", "\"\xff\"", "\"\x1f\"", `"\ud800"`, `"\u00zz"`, `"\"`, `"\\"`, `"\\\""`,
+		` {"a" : [ true , false , null ] } `, "\ufeff{}", `{"a":"b"}x`, `nul`, `tru`,
+		"\x00", "{}\x00", " \t\r\n{}\n", `[[[[[[]]]]]]`, `{"a":{"b":{"c":[1,2,{"d":"e"}]}}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x\"y\\"}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}

@@ -175,3 +175,44 @@ func TestFields(t *testing.T) {
 		}
 	}
 }
+
+// Nesting is where validators differ most (a recursive one can exhaust
+// the stack); encoding/json refuses past 10,000 levels and Valid must
+// refuse exactly there too.
+func TestValidNesting(t *testing.T) {
+	for _, n := range []int{9_999, 10_000, 10_001, 1 << 20} {
+		for _, c := range [][2]string{{"[", "]"}, {`{"a":`, "}"}} {
+			closed := []byte(strings.Repeat(c[0], n) + "1" + strings.Repeat(c[1], n))
+			open := closed[:n*len(c[0])]
+			for _, b := range [][]byte{closed, open} {
+				if got, want := Valid(b), json.Valid(b); got != want {
+					t.Errorf("%d levels of %s (closed %v): Valid %v, encoding/json %v", n, c[0], len(b) == len(closed), got, want)
+				}
+			}
+		}
+	}
+}
+
+// skipString ends a string at its first quote not escaped, however long
+// the run of backslashes before it.
+func TestSkipString(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int
+	}{
+		{`""`, 2},
+		{`"abc",`, 5},
+		{`"a\"b"`, 6},
+		{`"a\\"b"`, 5},
+		{`"a\\\"b"`, 8},
+		{`"\\\\"`, 6},
+		{`"\"`, -1},
+		{`"\`, -1},
+		{`"abc`, -1},
+		{`"` + strings.Repeat(`\"`, 1000) + `"x`, 2002},
+	} {
+		if got := skipString([]byte(tt.in), 0); got != tt.want {
+			t.Errorf("skipString(%q) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}

@@ -44,7 +44,7 @@ var (
 // acceptable (its jsonrpc version, an id's type) is the caller's policy.
 // The caller must not change b while it uses the message.
 func ParseMessage(b []byte) (Message, error) {
-	if !json.Valid(b) {
+	if !Valid(b) {
 		return Message{}, ErrInvalidJSON
 	}
 	i := openObject(b)
