@@ -218,13 +218,13 @@ func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
 	} else {
 		head, err = io.ReadAll(io.LimitReader(orig, limit+1))
 	}
-	var tail io.Reader = orig
-	rb := &replayBody{r: io.MultiReader(bytes.NewReader(head), tail), c: orig}
+	rb := &replayBody{head: head, tail: orig, c: orig}
 	if err != nil {
-		rb.r = io.MultiReader(bytes.NewReader(head), errReader{err})
+		rb.tail = errReader{err}
 	} else if int64(len(head)) <= limit {
 		rb.whole = head
 	}
+	rb.r = io.MultiReader(bytes.NewReader(head), rb.tail)
 	resp.Body = rb
 	return head, err
 }
@@ -233,26 +233,61 @@ func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
 type replayBody struct {
 	r io.Reader
 	c io.Closer
+	// head and tail are the bytes read ahead and what follows them, until
+	// the first Read.
+	head []byte
+	tail io.Reader
 	// whole is the entire body when PeekBody read all of it, until the
 	// first Read.
 	whole []byte
 }
 
 func (b *replayBody) Read(p []byte) (int, error) {
-	b.whole = nil
+	b.head, b.tail, b.whole = nil, nil, nil
 	return b.r.Read(p)
 }
 
 func (b *replayBody) Close() error { return b.c.Close() }
 
-// WholeBody is the entire body when PeekBody has read all of it and
-// nothing has been read since, so a reader needs no copy of its own.
-func WholeBody(body io.Reader) ([]byte, bool) {
-	if rb, ok := body.(*replayBody); ok && rb.whole != nil {
-		return rb.whole, true
+// ReadBody reads all of body. A body PeekBody read ahead, and not read
+// since, is not copied again: the whole of it is handed out as it is, and
+// a longer one is read on after its head into one buffer sized from the
+// head (io.ReadAll of the replay would copy the head again and grow its
+// buffer from 512 bytes, which on a large answer costs more than the read).
+func ReadBody(body io.Reader) ([]byte, error) {
+	rb, ok := body.(*replayBody)
+	if !ok || rb.tail == nil {
+		return io.ReadAll(body)
 	}
-	return nil, false
+	if rb.whole != nil {
+		b := rb.whole
+		rb.head, rb.tail, rb.whole = nil, nil, nil
+		rb.r = eofReader{}
+		return b, nil
+	}
+	b := make([]byte, len(rb.head), 2*len(rb.head)+512)
+	copy(b, rb.head)
+	tail := rb.tail
+	rb.head, rb.tail = nil, nil
+	rb.r = eofReader{}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := tail.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 type errReader struct{ err error }
 

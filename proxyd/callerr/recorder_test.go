@@ -122,33 +122,53 @@ func TestNilRecorder(t *testing.T) {
 	}
 }
 
-// WholeBody hands out a body PeekBody read entirely, and only until it is
-// read from.
-func TestWholeBody(t *testing.T) {
-	resp := func(body string) *http.Response {
-		return &http.Response{Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1}
-	}
-	r := resp(`{"result":{}}`)
-	if _, err := PeekBody(r, 64); err != nil {
-		t.Fatal(err)
-	}
-	if b, ok := WholeBody(r.Body); !ok || string(b) != `{"result":{}}` {
-		t.Fatalf("WholeBody = %q, %v", b, ok)
-	}
-	if b, _ := io.ReadAll(r.Body); string(b) != `{"result":{}}` {
-		t.Fatalf("read %q", b)
-	}
-	if _, ok := WholeBody(r.Body); ok {
-		t.Error("WholeBody after a read")
-	}
-	r = resp(strings.Repeat("x", 65))
-	PeekBody(r, 64)
-	if _, ok := WholeBody(r.Body); ok {
-		t.Error("WholeBody of a body over the limit")
-	}
-	r = &http.Response{Body: io.NopCloser(iotest.ErrReader(io.ErrUnexpectedEOF)), ContentLength: -1}
-	PeekBody(r, 64)
-	if _, ok := WholeBody(r.Body); ok {
-		t.Error("WholeBody of a broken body")
+// ReadBody reads a body whole, whether PeekBody read all of it (handed
+// out without a copy), part of it (read on after the head), or broke off;
+// and a body read from since, or never peeked, as io.ReadAll does.
+func TestReadBody(t *testing.T) {
+	long := strings.Repeat("0123456789", 1000)
+	for _, tt := range []struct {
+		name, body string
+		peek       bool
+		readFirst  int
+		broken     bool
+		want       string
+		shared     bool
+	}{
+		{name: "peeked whole", body: `{"result":{}}`, peek: true, want: `{"result":{}}`, shared: true},
+		{name: "peeked empty", body: ``, peek: true, want: ``},
+		{name: "longer than the peek", body: long, peek: true, want: long},
+		{name: "broken after the peek", body: long, peek: true, broken: true, want: long},
+		{name: "broken within the peek", body: `{"res`, peek: true, broken: true, want: `{"res`},
+		{name: "read from since", body: long, peek: true, readFirst: 10, want: long[10:]},
+		{name: "never peeked", body: long, want: long},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var r io.Reader = strings.NewReader(tt.body)
+			if tt.broken {
+				r = io.MultiReader(r, iotest.ErrReader(io.ErrUnexpectedEOF))
+			}
+			resp := &http.Response{Body: io.NopCloser(r), ContentLength: -1}
+			var head []byte
+			if tt.peek {
+				head, _ = PeekBody(resp, 64)
+			}
+			if tt.readFirst > 0 {
+				io.ReadFull(resp.Body, make([]byte, tt.readFirst))
+			}
+			b, err := ReadBody(resp.Body)
+			if string(b) != tt.want {
+				t.Fatalf("ReadBody = %d bytes %.40q..., want %d bytes", len(b), b, len(tt.want))
+			}
+			if (err != nil) != tt.broken {
+				t.Fatalf("ReadBody error %v, broken %v", err, tt.broken)
+			}
+			if tt.shared && &b[0] != &head[0] {
+				t.Error("a body peeked whole was copied")
+			}
+			if n, err := resp.Body.Read(make([]byte, 1)); n != 0 || err != io.EOF && !tt.broken {
+				t.Errorf("a Read after ReadBody: %d, %v", n, err)
+			}
+		})
 	}
 }

@@ -273,7 +273,8 @@ func (p *httpPeer) close() {
 
 // responseMessage encodes a JSON-RPC response.
 func responseMessage(id, result json.RawMessage, rpcErr *relay.RPCError) []byte {
-	out := make([]byte, 0, len(result)+len(id)+32)
+	// The envelope around id and result is 33 bytes; an error's more.
+	out := make([]byte, 0, len(result)+len(id)+40)
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, id...)
 	if rpcErr != nil {

@@ -111,11 +111,9 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	}
 	switch mediatype.Of(resp.Header.Get("Content-Type")) {
 	case "application/json":
-		b, whole := callerr.WholeBody(resp.Body)
-		if !whole {
-			if b, err = io.ReadAll(resp.Body); err != nil {
-				return nil, fmt.Errorf("reading the response: %w", err)
-			}
+		b, err := callerr.ReadBody(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("reading the response: %w", err)
 		}
 		m, err := parseMessage(b)
 		if err != nil {
