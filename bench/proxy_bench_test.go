@@ -44,6 +44,21 @@ var (
 	blockRounds = envInt("MCPX_BENCH_ROUNDS", 4)
 )
 
+// size is how many calls a measurement makes (see the variables above).
+type size struct{ calls, reps, block, rounds int }
+
+// small is the size of the rows of small calls; large the size of the
+// rows with a large argument, whose calls take ten times as long, so
+// fewer of them fit in a run (their p99 rests on fewer samples).
+var (
+	small = size{callsPerRun, reps, blockCalls, blockRounds}
+	large = size{envInt("MCPX_BENCH_LARGE_CALLS", 300), reps, envInt("MCPX_BENCH_LARGE_BLOCK", 300), 2}
+)
+
+// largeText is the large argument: 64 KiB of text, which the echo tool
+// returns, so proxyd carries it both ways.
+var largeText = strings.Repeat("benchmark payload ", 64<<10/18)
+
 // combo is one combination of protocol eras: the client's, and the one
 // proxyd speaks with the upstream. The fixture speaks both, so a direct
 // or reverse-proxy path speaks the era of the client that takes it: in a
@@ -110,6 +125,8 @@ type path struct {
 	// progress: call the fixture's progress tool with a progressToken (one
 	// notification, an SSE answer) instead of echo.
 	progress bool
+	// text is the argument ("benchmark payload" when empty).
+	text string
 }
 
 // conn is an MCP client session on a path, with the tap under its
@@ -173,7 +190,11 @@ func (p path) call(b *testing.B, c conn) sample {
 	c.tap.reset()
 	start := monotonic()
 	t0 := time.Now()
-	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: map[string]any{"text": "benchmark payload"}}}
+	text := p.text
+	if text == "" {
+		text = "benchmark payload"
+	}
+	req := mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: map[string]any{"text": text}}}
 	if p.progress {
 		req.Params.Meta = &mcp.Meta{ProgressToken: "bench"}
 	}
@@ -354,8 +375,9 @@ func throughput(b *testing.B, p path, clients, calls int, how caller) float64 {
 }
 
 func methodNote() string {
-	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire",
-		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2)
+	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows): %d paired, %d rounds of %d, %d runs of %d",
+		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2,
+		large.reps*large.calls, large.rounds, large.block, large.reps, large.calls/2)
 }
 
 // reportHeader heads the table; the w: rows repeat each measurement on
@@ -364,7 +386,7 @@ func methodNote() string {
 func reportHeader() string {
 	return "rows without w: are timed around the client library's CallTool;\n" +
 		"w: rows replay the library's request without it (a fresh id per call), timed from sending it to the end of its answer\n" +
-		fmt.Sprintf("%-14s %-3s %-11s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
+		fmt.Sprintf("%-17s %-3s %-11s %10s %10s %10s %10s %9s %11s %11s %11s %11s %6s\n", "client/up", "c", "path",
 			"p50", "p99", "blk p50", "blk p99", "calls/s", "added p50", "added p99", "blk +p50", "blk +p99", "tput")
 }
 
@@ -446,7 +468,7 @@ const (
 // compare measures the paths at one concurrency by both methods, appends
 // their rows and the verdict lines to report, and returns proxyd's ratios
 // to the reverse proxy.
-func compare(b *testing.B, report *strings.Builder, label string, clients int, paths []path) verdict {
+func compare(b *testing.B, report *strings.Builder, label string, clients int, sz size, paths []path) verdict {
 	b.Helper()
 	for i := range paths {
 		paths[i].failed = &atomic.Int64{}
@@ -454,21 +476,21 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 			paths[i].unnotified = &atomic.Int64{}
 		}
 	}
-	lat, rounds := latencies(b, paths, clients, reps*callsPerRun, viaLibrary)
-	blk := blocks(b, paths, clients, blockCalls, blockRounds, viaLibrary)
+	lat, rounds := latencies(b, paths, clients, sz.reps*sz.calls, viaLibrary)
+	blk := blocks(b, paths, clients, sz.block, sz.rounds, viaLibrary)
 	// Again on the wire: the library's CPU per call (its modern client's
 	// about twice its legacy one's) takes the cores the servers and
 	// proxies need, most of all at 16 clients, and in a cross-era row it
 	// would count against whichever path has the dearer client.
-	wlat, wrounds := latencies(b, paths, clients, reps*callsPerRun, replayed)
+	wlat, wrounds := latencies(b, paths, clients, sz.reps*sz.calls, replayed)
 	dumpRounds(b, label, clients, "e2e", paths, rounds)
 	dumpRounds(b, label, clients, "wire", paths, wrounds)
-	wblk := blocks(b, paths, clients, blockCalls, blockRounds, replayed)
+	wblk := blocks(b, paths, clients, sz.block, sz.rounds, replayed)
 	runs, wireRuns := make([][]float64, len(paths)), make([][]float64, len(paths))
-	for range reps {
+	for range sz.reps {
 		for i, p := range paths {
-			runs[i] = append(runs[i], throughput(b, p, clients, callsPerRun/2, viaLibrary))
-			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, callsPerRun/2, replayed))
+			runs[i] = append(runs[i], throughput(b, p, clients, sz.calls/2, viaLibrary))
+			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, sz.calls/2, replayed))
 		}
 	}
 	n := len(paths)
@@ -496,13 +518,13 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 	}
 	for _, r := range rows {
 		q, d := e2e[r.i], e2e[r.d]
-		fmt.Fprintf(report, "%-14s %-3d %-11s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, r.name,
+		fmt.Fprintf(report, "%-17s %-3d %-11s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, r.name,
 			us(q.p50), us(q.p99), us(q.b50), us(q.b99), perSec[r.i],
 			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), 100*perSec[r.i]/perSec[r.d])
 	}
 	for _, r := range rows {
 		q, d := wire[r.i], wire[r.d]
-		fmt.Fprintf(report, "%-14s %-3d %-11s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, "w:"+r.name,
+		fmt.Fprintf(report, "%-17s %-3d %-11s %10s %10s %10s %10s %9.0f %11s %11s %11s %11s %5.0f%%\n", label, clients, "w:"+r.name,
 			us(q.p50), us(q.p99), us(q.b50), us(q.b99), wirePerSec[r.i],
 			us(q.p50-d.p50), us(q.p99-d.p99), us(q.b50-d.b50), us(q.b99-d.b99), 100*wirePerSec[r.i]/wirePerSec[r.d])
 	}
@@ -516,7 +538,7 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, p
 		}
 	}
 	// Every path makes about as many calls; a path losing over 1% fails the run.
-	total := 3*reps*callsPerRun + 2*blockRounds*blockCalls + 40*clients*n
+	total := 3*sz.reps*sz.calls + 2*sz.rounds*sz.block + 40*clients*n
 	for _, p := range paths {
 		if failed := p.failed.Load(); failed > 0 {
 			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, failed, total)
@@ -580,7 +602,7 @@ func reportRatios(b *testing.B, label string, clients int, v verdict) {
 // comboPaths are the paths compared in combination cb: tool on the
 // fixture directly and through the reverse proxy, with a client in the
 // client's era and (cross-era) in the upstream's, and through proxyd.
-func comboPaths(cb combo, upstream string, rproxy [2]string, proxydURL string, auth map[string]string, tool string, progress bool) []path {
+func comboPaths(cb combo, upstream string, rproxy [2]string, proxydURL string, auth map[string]string, tool string, progress bool, text string) []path {
 	legacy := cb.client == "legacy"
 	era := map[bool]string{true: "L", false: "M"}
 	ps := []path{
@@ -593,43 +615,66 @@ func comboPaths(cb combo, upstream string, rproxy [2]string, proxydURL string, a
 			path{name: "direct/" + era[!legacy], url: upstream, tool: tool, legacy: !legacy, progress: progress},
 			path{name: "rproxy/" + era[!legacy], url: rproxy[1], tool: tool, legacy: !legacy, progress: progress})
 	}
+	for i := range ps {
+		ps[i].text = text
+	}
 	return ps
 }
 
 // runCombos measures every era combination at 1 and 16 clients against
 // the fixture at upstream, the reverse proxies at rproxy and proxyd at
-// proxydURL, then a call with a progressToken (an SSE answer) per
-// combination at 1 client. A cross-era combination measures the reverse
-// proxy in both eras, each on its own (rproxy[0] in the client's era,
-// rproxy[1] in the other): like proxyd, each then serves one path of
-// the paired run, so neither is kept warmer by the other's calls.
+// proxydURL, then per combination at 1 client a call with a
+// progressToken (an SSE answer) and a call with a 64 KiB argument. A
+// cross-era combination measures the reverse proxy in both eras, each on
+// its own (rproxy[0] in the client's era, rproxy[1] in the other): like
+// proxyd, each then serves one path of the paired run, so neither is kept
+// warmer by the other's calls.
 func runCombos(b *testing.B, report *strings.Builder, upstream string, rproxy [2]string, proxydURL, token string) {
 	auth := map[string]string{"Authorization": "Bearer " + token}
 	for _, cb := range combos {
-		if !selected("MCPX_BENCH_COMBOS", cb.String()) || os.Getenv("MCPX_BENCH_PROGRESS") == "only" {
+		if !selected("MCPX_BENCH_COMBOS", cb.String()) || !rows("plain") {
 			continue
 		}
-		paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "echo", false)
+		paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "echo", false, "")
 		for _, c := range []int{1, 16} {
 			if !selected("MCPX_BENCH_CLIENTS", fmt.Sprint(c)) {
 				continue
 			}
-			reportRatios(b, strings.ReplaceAll(cb.String(), "/", "-"), c, compare(b, report, cb.String(), c, paths))
+			reportRatios(b, strings.ReplaceAll(cb.String(), "/", "-"), c, compare(b, report, cb.String(), c, small, paths))
 		}
 	}
-	if !selected("MCPX_BENCH_CLIENTS", "1") || !selected("MCPX_BENCH_PROGRESS", "1") && os.Getenv("MCPX_BENCH_PROGRESS") != "only" {
+	if !selected("MCPX_BENCH_CLIENTS", "1") {
 		return
 	}
-	fmt.Fprintf(report, "calls with a progressToken (the fixture's progress tool, one notification: an SSE answer):\n")
-	for _, cb := range combos {
-		if !selected("MCPX_BENCH_COMBOS", cb.String()) {
+	// Each kind of row: its report heading, the tag after the combination
+	// in the table ("legacy/modern+p") and in the metrics' names
+	// ("legacy-modern-progress"), and the call it makes.
+	for _, kind := range []struct {
+		rows, head, tag, metric, tool, text string
+		progress                            bool
+		sz                                  size
+	}{
+		{"progress", "calls with a progressToken (the fixture's progress tool, one notification: an SSE answer)", "p", "progress", "progress", "", true, small},
+		{"large", "calls with a 64 KiB argument (the echo tool returns it)", "64k", "64k", "echo", largeText, false, large},
+	} {
+		if !rows(kind.rows) {
 			continue
 		}
-		paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "progress", true)
-		label := strings.ReplaceAll(cb.String(), "/", "-") + "-progress"
-		reportRatios(b, label, 1, compare(b, report, cb.String()+"+p", 1, paths))
+		fmt.Fprintf(report, "%s:\n", kind.head)
+		for _, cb := range combos {
+			if !selected("MCPX_BENCH_COMBOS", cb.String()) {
+				continue
+			}
+			paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, kind.tool, kind.progress, kind.text)
+			label := strings.ReplaceAll(cb.String(), "/", "-") + "-" + kind.metric
+			reportRatios(b, label, 1, compare(b, report, cb.String()+"+"+kind.tag, 1, kind.sz, paths))
+		}
 	}
 }
+
+// rows reports whether the rows of a kind (plain, progress, large) are
+// selected by MCPX_BENCH_ROWS (a comma-separated list; unset: all).
+func rows(kind string) bool { return selected("MCPX_BENCH_ROWS", kind) }
 
 func startProxyd(b *testing.B, upstream string) (url, token string, stop func()) {
 	b.Helper()

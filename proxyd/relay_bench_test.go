@@ -50,19 +50,27 @@ func BenchmarkRelayCall(b *testing.B) {
 	// tool then sends one notification and the answer is an SSE stream
 	// that must carry it (a legacy upstream may send it on proxyd's GET
 	// stream, which proxyd settles before the result).
+	// The -64k calls carry a 64 KiB argument, which the echo tool
+	// returns: what proxyd does per byte of a message.
+	large := strings.Repeat("benchmark payload ", 64<<10/18)
 	for _, cb := range []struct{ name, tool string }{
 		{"legacy-legacy", "fxl__echo"}, {"legacy-modern", "fxm__echo"}, {"modern-legacy", "fxl__echo"}, {"modern-modern", "fxm__echo"},
 		{"legacy-legacy-progress", "fxl__progress"}, {"legacy-modern-progress", "fxm__progress"},
 		{"modern-legacy-progress", "fxl__progress"}, {"modern-modern-progress", "fxm__progress"},
+		{"legacy-legacy-64k", "fxl__echo"}, {"legacy-modern-64k", "fxm__echo"}, {"modern-legacy-64k", "fxl__echo"}, {"modern-modern-64k", "fxm__echo"},
 	} {
 		b.Run(cb.name, func(b *testing.B) {
 			progress := strings.HasSuffix(cb.name, "-progress")
+			text := "benchmark payload"
+			if strings.HasSuffix(cb.name, "-64k") {
+				text = large
+			}
 			meta, legacyMeta := ``, ``
 			if progress {
 				meta = `"progressToken":"bench"`
 				legacyMeta = `,"_meta":{` + meta + `}`
 			}
-			h, body := legacy, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+cb.tool+`","arguments":{"text":"benchmark payload"}`+legacyMeta+`}}`
+			h, body := legacy, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"`+cb.tool+`","arguments":{"text":"`+text+`"}`+legacyMeta+`}}`
 			if strings.HasPrefix(cb.name, "modern") {
 				h = map[string]string{"Mcp-Name": cb.tool}
 				for k, v := range modern {
@@ -71,7 +79,7 @@ func BenchmarkRelayCall(b *testing.B) {
 				if meta != "" {
 					meta += ","
 				}
-				body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + cb.tool + `","arguments":{"text":"benchmark payload"},"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+				body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + cb.tool + `","arguments":{"text":"` + text + `"},"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 			}
 			b.ReportAllocs()
 			for b.Loop() {
