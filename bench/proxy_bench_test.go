@@ -52,7 +52,7 @@ type size struct{ calls, reps, block, rounds int }
 // fewer of them fit in a run (their p99 rests on fewer samples).
 var (
 	small = size{callsPerRun, reps, blockCalls, blockRounds}
-	large = size{envInt("MCPX_BENCH_LARGE_CALLS", 300), reps, envInt("MCPX_BENCH_LARGE_BLOCK", 300), 2}
+	large = size{envInt("MCPX_BENCH_LARGE_CALLS", 200), reps, envInt("MCPX_BENCH_LARGE_BLOCK", 200), 2}
 )
 
 // largeText is the large argument: 64 KiB of text, which the echo tool
