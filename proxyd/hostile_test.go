@@ -2,6 +2,7 @@ package proxyd
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -112,5 +113,46 @@ func TestAmbiguousNamesRecordWhatRuns(t *testing.T) {
 		if len(recs) != i+1 || recs[0].Tool != mcpserver.ToolWriteNote {
 			t.Fatalf("%s: the record names %q, but write_note ran (%d records)", params, recs[0].Tool, len(recs))
 		}
+	}
+}
+
+// A request that is not valid JSON — nested past encoding/json's limit,
+// an unterminated string, a raw control character — is answered at the
+// endpoint with a JSON-RPC parse error as the MCP library answers it,
+// never sent upstream, and leaves proxyd serving (a validator that recursed per level would
+// exhaust the stack on the first).
+func TestInvalidJSONAnsweredAndNothingRuns(t *testing.T) {
+	fx, td := withFixture(t, mcpserver.EraLegacy)
+	url, token := endpoint(t, td)
+	post := legacyPost(t, url, token)
+	resp, _ := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	call := func(args string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fx__echo","arguments":` + args + `}}`
+	}
+	const depth = 500_000 // 3 MB, under the 4 MiB request limit
+	for name, body := range map[string]string{
+		"nested":                call(`{"text":` + strings.Repeat(`{"a":`, depth) + `1` + strings.Repeat(`}`, depth) + `}`),
+		"unterminated string":   call(`{"text":"abc}}`),
+		"raw control character": call("{\"text\":\"a\x01b\"}"),
+	} {
+		_, answer := post(sid, body)
+		var msg struct {
+			Error *struct{ Code int } `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(answer), &msg); err != nil || msg.Error == nil || msg.Error.Code != -32700 {
+			t.Errorf("%s: answer %.200s, want a parse error (-32700)", name, answer)
+		}
+	}
+	if n := fx.Executions(mcpserver.ToolEcho); n != 0 {
+		t.Fatalf("echo ran %d times on invalid requests", n)
+	}
+	// Answered at the endpoint: none of them reached the upstream as a call.
+	if recs := listActivity(t, td); len(recs) != 0 {
+		t.Fatalf("%d calls recorded for invalid requests: %+v", len(recs), recs[0])
+	}
+	if _, answer := post(sid, call(`{"text":"still here"}`)); !strings.Contains(answer, "still here") {
+		t.Fatalf("a valid call after them: %.200s", answer)
 	}
 }
