@@ -265,24 +265,12 @@ func ReadBody(body io.Reader) ([]byte, error) {
 		rb.r = eofReader{}
 		return b, nil
 	}
-	b := make([]byte, len(rb.head), 2*len(rb.head)+512)
-	copy(b, rb.head)
-	tail := rb.tail
+	buf := bytes.NewBuffer(make([]byte, 0, 2*len(rb.head)+bytes.MinRead))
+	buf.Write(rb.head)
+	_, err := buf.ReadFrom(rb.tail)
 	rb.head, rb.tail = nil, nil
 	rb.r = eofReader{}
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := tail.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
+	return buf.Bytes(), err
 }
 
 type eofReader struct{}
