@@ -181,13 +181,7 @@ func TestEndpointServesUpstreamTools(t *testing.T) {
 func TestEndpointFastPath(t *testing.T) {
 	_, td := withFixture(t, mcpserver.EraBoth)
 	url, token := endpoint(t, td)
-	post := legacyPost(t, url, token)
-	resp, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatal("no session id")
-	}
-	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post, sid := legacySession(t, url, token)
 
 	resp, body := post(sid, `{"jsonrpc":"2.0","id":"req-7","method":"tools/call","params":{"name":"fx__add","arguments":{"a":2,"b":3}}}`)
 	if resp.StatusCode != 200 || !strings.Contains(body, `"id":"req-7"`) || !strings.Contains(body, `"structuredContent":{"sum":5}`) {
@@ -291,4 +285,17 @@ func legacyPost(t *testing.T, url, token string) func(session, body string) (*ht
 		resp.Body.Close()
 		return resp, string(b)
 	}
+}
+
+// legacySession opens an initialised legacy-era session on the endpoint
+// and returns legacyPost's post with the session's id.
+func legacySession(t *testing.T, url, token string) (post func(session, body string) (*http.Response, string), sid string) {
+	t.Helper()
+	post = legacyPost(t, url, token)
+	resp, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if sid = resp.Header.Get("Mcp-Session-Id"); sid == "" {
+		t.Fatal("no session id")
+	}
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return post, sid
 }

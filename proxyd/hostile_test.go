@@ -91,10 +91,7 @@ func TestMetricsListenerBounded(t *testing.T) {
 func TestAmbiguousNamesRecordWhatRuns(t *testing.T) {
 	fx, td := withFixture(t, mcpserver.EraLegacy)
 	url, token := endpoint(t, td)
-	post := legacyPost(t, url, token)
-	resp, _ := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post, sid := legacySession(t, url, token)
 
 	for i, params := range []string{
 		`{"name":"fx__echo","arguments":{"text":"a"},"name":"fx__write_note"}`,
@@ -124,10 +121,7 @@ func TestAmbiguousNamesRecordWhatRuns(t *testing.T) {
 func TestInvalidJSONAnsweredAndNothingRuns(t *testing.T) {
 	fx, td := withFixture(t, mcpserver.EraLegacy)
 	url, token := endpoint(t, td)
-	post := legacyPost(t, url, token)
-	resp, _ := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post, sid := legacySession(t, url, token)
 	call := func(args string) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fx__echo","arguments":` + args + `}}`
 	}

@@ -83,10 +83,7 @@ func TestTracesReachOTLPReceiver(t *testing.T) {
 	waitReady(t, td, "fx")
 	url, token := endpoint(t, td)
 
-	post := legacyPost(t, url, token)
-	resp, _ := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	sid := resp.Header.Get("Mcp-Session-Id")
-	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post, sid := legacySession(t, url, token)
 
 	type tcase struct {
 		name, tool  string
