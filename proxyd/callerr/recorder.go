@@ -224,13 +224,14 @@ func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
 	} else if int64(len(head)) <= limit {
 		rb.whole = head
 	}
-	rb.r = io.MultiReader(bytes.NewReader(head), rb.tail)
 	resp.Body = rb
 	return head, err
 }
 
 // replayBody is a body read ahead by PeekBody.
 type replayBody struct {
+	// r replays head then tail, made at the first Read (a body read with
+	// ReadBody, the relay's every JSON answer, never needs it).
 	r io.Reader
 	c io.Closer
 	// head and tail are the bytes read ahead and what follows them, until
@@ -243,7 +244,10 @@ type replayBody struct {
 }
 
 func (b *replayBody) Read(p []byte) (int, error) {
-	b.head, b.tail, b.whole = nil, nil, nil
+	if b.r == nil {
+		b.r = io.MultiReader(bytes.NewReader(b.head), b.tail)
+		b.head, b.tail, b.whole = nil, nil, nil
+	}
 	return b.r.Read(p)
 }
 
