@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -211,13 +212,15 @@ func inspectBody(resp *http.Response, rec *Recorder, mediaType string) {
 // get the same error after the bytes that did arrive.
 func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
 	orig := resp.Body
-	if cl := resp.ContentLength; cl >= 0 && cl <= limit {
-		buf := bytes.NewBuffer(make([]byte, 0, cl+1))
-		_, err = buf.ReadFrom(io.LimitReader(orig, limit+1))
-		head = buf.Bytes()
-	} else {
-		head, err = io.ReadAll(io.LimitReader(orig, limit+1))
+	// A declared length sizes the buffer for the whole body, so that
+	// ReadBody reads the rest into it without a copy (the response limit,
+	// below this layer, has refused lengths over it); an unknown one
+	// starts small and doubles.
+	size := int64(512)
+	if cl := resp.ContentLength; cl >= 0 {
+		size = cl + 1
 	}
+	head, err = readAll(make([]byte, 0, size), io.LimitReader(orig, limit+1))
 	rb := &replayBody{head: head, tail: orig, c: orig}
 	if err != nil {
 		rb.tail = errReader{err}
@@ -255,26 +258,41 @@ func (b *replayBody) Close() error { return b.c.Close() }
 
 // ReadBody reads all of body. A body PeekBody read ahead, and not read
 // since, is not copied again: the whole of it is handed out as it is, and
-// a longer one is read on after its head into one buffer sized from the
-// head (io.ReadAll of the replay would copy the head again and grow its
-// buffer from 512 bytes, which on a large answer costs more than the read).
+// a longer one is read on after its head, in the head's buffer (which
+// PeekBody sized for the whole body when its length was declared).
 func ReadBody(body io.Reader) ([]byte, error) {
 	rb, ok := body.(*replayBody)
 	if !ok || rb.tail == nil {
 		return io.ReadAll(body)
 	}
-	if rb.whole != nil {
-		b := rb.whole
-		rb.head, rb.tail, rb.whole = nil, nil, nil
-		rb.r = eofReader{}
-		return b, nil
+	b := rb.whole
+	var err error
+	if b == nil {
+		b, err = readAll(rb.head, rb.tail)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, 2*len(rb.head)+bytes.MinRead))
-	buf.Write(rb.head)
-	_, err := buf.ReadFrom(rb.tail)
-	rb.head, rb.tail = nil, nil
+	rb.head, rb.tail, rb.whole = nil, nil, nil
 	rb.r = eofReader{}
-	return buf.Bytes(), err
+	return b, err
+}
+
+// readAll appends what r yields to buf until EOF. buf grows (about
+// doubling) only when full, so a buffer one byte longer than the body
+// takes it in place: io.ReadAll and bytes.Buffer.ReadFrom ask for 512
+// bytes of room before each read, and copy a buffer sized to the body.
+func readAll(buf []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, max(cap(buf), 512))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 type eofReader struct{}

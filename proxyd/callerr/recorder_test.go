@@ -130,14 +130,17 @@ func TestReadBody(t *testing.T) {
 	for _, tt := range []struct {
 		name, body string
 		peek       bool
+		declared   bool // Content-Length given
 		readFirst  int
 		broken     bool
 		want       string
-		shared     bool
+		shared     bool // ReadBody's bytes are the peek's (no copy)
 	}{
 		{name: "peeked whole", body: `{"result":{}}`, peek: true, want: `{"result":{}}`, shared: true},
+		{name: "peeked whole, length declared", body: `{"result":{}}`, peek: true, declared: true, want: `{"result":{}}`, shared: true},
 		{name: "peeked empty", body: ``, peek: true, want: ``},
 		{name: "longer than the peek", body: long, peek: true, want: long},
+		{name: "longer than the peek, length declared", body: long, peek: true, declared: true, want: long, shared: true},
 		{name: "broken after the peek", body: long, peek: true, broken: true, want: long},
 		{name: "broken within the peek", body: `{"res`, peek: true, broken: true, want: `{"res`},
 		{name: "read from since", body: long, peek: true, readFirst: 10, want: long[10:]},
@@ -149,6 +152,9 @@ func TestReadBody(t *testing.T) {
 				r = io.MultiReader(r, iotest.ErrReader(io.ErrUnexpectedEOF))
 			}
 			resp := &http.Response{Body: io.NopCloser(r), ContentLength: -1}
+			if tt.declared {
+				resp.ContentLength = int64(len(tt.body))
+			}
 			var head []byte
 			if tt.peek {
 				head, _ = PeekBody(resp, 64)
@@ -164,7 +170,7 @@ func TestReadBody(t *testing.T) {
 				t.Fatalf("ReadBody error %v, broken %v", err, tt.broken)
 			}
 			if tt.shared && &b[0] != &head[0] {
-				t.Error("a body peeked whole was copied")
+				t.Error("ReadBody copied the peeked bytes")
 			}
 			if n, err := resp.Body.Read(make([]byte, 1)); n != 0 || err != io.EOF && !tt.broken {
 				t.Errorf("a Read after ReadBody: %d, %v", n, err)
