@@ -326,7 +326,7 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 // send makes one attempt of x.
 func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, tool *Tool) (json.RawMessage, error) {
 	x.id = nextRequestID()
-	params := x.params(w)
+	params, meta := x.ex.Params, x.meta(w)
 	var header http.Header
 	if w.modern() && mcp.RequiresStandardHeaders(w.version) {
 		header = http.Header{headerMethod: {x.ex.Method}}
@@ -340,7 +340,7 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 	}
 	if hc != nil && c.cfg.EffectiveTransport() == config.TransportStreamableHTTP {
-		res, err := c.post(ctx, cl, w, hc, x, params, header)
+		res, err := c.post(ctx, cl, w, hc, x, params, meta, header)
 		if x.token != "" || x.ex.LogLevel != "" {
 			// Its notifications may have come on a standing stream: they
 			// are taken in first, and leave with the answer.
@@ -352,6 +352,9 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 		return res, err
 	}
+	if meta != nil {
+		params = withMeta(params, meta)
+	}
 	return c.sendLibrary(ctx, cl, w, x, params, header)
 }
 
@@ -360,9 +363,10 @@ func namedMethod(m string) bool {
 	return m == string(mcp.MethodToolsCall) || m == string(mcp.MethodPromptsGet) || m == string(mcp.MethodResourcesRead)
 }
 
-// params is the attempt's params: the client's, with the _meta of the
-// upstream's era.
-func (x *exchange) params(w wire) json.RawMessage {
+// meta is the _meta object the attempt's params carry in the upstream's
+// era (nil: none). It is added as the request is encoded, so that large
+// params are copied once.
+func (x *exchange) meta(w wire) json.RawMessage {
 	var meta []byte
 	add := func(key string, value []byte) {
 		if len(meta) == 0 {
@@ -400,9 +404,9 @@ func (x *exchange) params(w wire) json.RawMessage {
 		}
 	}
 	if len(meta) == 0 {
-		return x.ex.Params
+		return nil
 	}
-	return withMeta(x.ex.Params, append(meta, '}'))
+	return append(meta, '}')
 }
 
 // deliverHeld passes a notification read from x's own stream to the call

@@ -44,13 +44,20 @@ func parseMessage(b []byte) (relay.Message, error) {
 const sseResumes = 100
 
 // post sends x as an HTTP POST and reads its answer.
-func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params json.RawMessage, header http.Header) (json.RawMessage, error) {
-	body := make([]byte, 0, 64+len(params)+len(x.ex.Method))
+func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params, meta json.RawMessage, header http.Header) (json.RawMessage, error) {
+	// The envelope and the _meta member take 57 bytes besides the id, the
+	// method (quoted) and their contents: the body is built in one buffer
+	// of its size (a large one grown at its end would be copied).
+	body := make([]byte, 0, 64+len(x.id)+len(x.ex.Method)+len(params)+len(meta))
 	body = append(body, `{"jsonrpc":"2.0","id":"`...)
 	body = append(body, x.id...)
 	body = append(body, `","method":`...)
 	body = relay.AppendString(body, x.ex.Method)
-	if params != nil {
+	switch {
+	case meta != nil:
+		body = append(body, `,"params":`...)
+		body = appendWithMeta(body, params, meta)
+	case params != nil:
 		body = append(body, `,"params":`...)
 		body = append(body, params...)
 	}

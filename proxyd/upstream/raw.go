@@ -121,18 +121,22 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 
 // withMeta adds "_meta": meta to the JSON object params (nil: none).
 func withMeta(params, meta json.RawMessage) json.RawMessage {
+	return appendWithMeta(make([]byte, 0, len(params)+len(meta)+10), params, meta)
+}
+
+// appendWithMeta appends params with "_meta": meta added to dst.
+func appendWithMeta(dst []byte, params, meta json.RawMessage) []byte {
 	params = bytes.TrimSpace(params)
 	if len(params) < 2 {
 		params = json.RawMessage("{}")
 	}
-	out := make([]byte, 0, len(params)+len(meta)+10)
-	out = append(out, params[:len(params)-1]...)
+	dst = append(dst, params[:len(params)-1]...)
 	if len(bytes.TrimSpace(params[1:len(params)-1])) > 0 {
-		out = append(out, ',')
+		dst = append(dst, ',')
 	}
-	out = append(out, `"_meta":`...)
-	out = append(out, meta...)
-	return append(out, '}')
+	dst = append(dst, `"_meta":`...)
+	dst = append(dst, meta...)
+	return append(dst, '}')
 }
 
 // CallParams encodes the params of a tools/call.
