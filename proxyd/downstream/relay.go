@@ -184,7 +184,6 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	s.relaying.Add(1)
 	defer s.relaying.Add(-1)
 	c := call.Call
-	c.Params = relay.WithoutMember(c.Params, "_meta")
 	c.ProgressToken, c.Meta = splitMeta(meta)
 	peer := &httpPeer{w: w, s: s, server: c.Server, modern: modern, level: -1, chunked: r.ProtoAtLeast(1, 1)}
 	c.CallMeta = CallMeta{Client: "mcp"}
@@ -416,7 +415,8 @@ type routed struct {
 	tool *route // tools/call: the tool's route
 }
 
-// route finds the upstream a relayed request goes to and maps its names.
+// route finds the upstream a relayed request goes to and maps its names;
+// the params it gives leave out the client's _meta.
 func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 	t := s.table.Load()
 	if t == nil {
@@ -447,7 +447,7 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 		if !ok {
 			return routed{}, false
 		}
-		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params}}, true
+		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: relay.WithoutMember(params, "_meta")}}, true
 	case string(mcp.MethodCompletionComplete):
 		ref := pv[pRef]
 		var rv [len(refKeys)][]byte
@@ -463,7 +463,7 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 				return routed{}, false
 			}
 			return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name,
-				Params: relay.WithMember(params, "ref", rename(ref, "name", name, pr.name))}}, true
+				Params: relay.Rewrite(params, "ref", withName(ref, name, pr.name), "_meta")}}, true
 		case "ref/resource":
 			uri, _ := relay.String(rv[2])
 			srv, ok := t.templateServer(uri)
@@ -472,18 +472,27 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 					return routed{}, false
 				}
 			}
-			return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params}}, true
+			return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: relay.WithoutMember(params, "_meta")}}, true
 		}
 	}
 	return routed{}, false
 }
 
-// rename sets member key from exposed to the upstream's name.
-func rename(obj []byte, key, exposed, upstream string) []byte {
+// rename sets member key from exposed to the upstream's name, and leaves
+// out the client's _meta (the upstream's era has its own).
+func rename(params []byte, key, exposed, upstream string) []byte {
 	if exposed == upstream {
-		return obj
+		return relay.WithoutMember(params, "_meta")
 	}
-	return relay.WithMember(obj, key, relay.AppendString(nil, upstream))
+	return relay.Rewrite(params, key, relay.AppendString(nil, upstream), "_meta")
+}
+
+// withName is ref with its name set from exposed to the upstream's.
+func withName(ref []byte, exposed, upstream string) []byte {
+	if exposed == upstream {
+		return ref
+	}
+	return relay.WithMember(ref, "name", relay.AppendString(nil, upstream))
 }
 
 // withCacheHints gives a modern resources/read result proxyd's cache

@@ -247,26 +247,59 @@ func WithMember(obj []byte, key string, value []byte) []byte {
 
 // WithoutMember returns obj without key (unchanged when absent).
 func WithoutMember(obj []byte, key string) []byte {
-	_, start, end, ok := member(obj, key)
+	start, end, ok := memberSpan(obj, key)
 	if !ok {
 		return obj
-	}
-	// Take the comma after the member, or else the one before it.
-	j := skipSpace(obj, end)
-	if j < len(obj) && obj[j] == ',' {
-		end = j + 1
-	} else {
-		k := start - 1
-		for k >= 0 && (obj[k] == ' ' || obj[k] == '\t' || obj[k] == '\n' || obj[k] == '\r') {
-			k--
-		}
-		if k >= 0 && obj[k] == ',' {
-			start = k
-		}
 	}
 	out := make([]byte, 0, len(obj)-(end-start))
 	out = append(out, obj[:start]...)
 	return append(out, obj[end:]...)
+}
+
+// memberSpan is where member key is in obj with the comma that parts it
+// from its neighbour: the one after it, or else the one before it.
+func memberSpan(obj []byte, key string) (start, end int, ok bool) {
+	_, start, end, ok = member(obj, key)
+	if !ok {
+		return 0, 0, false
+	}
+	j := skipSpace(obj, end)
+	if j < len(obj) && obj[j] == ',' {
+		return start, j + 1, true
+	}
+	k := start - 1
+	for k >= 0 && (obj[k] == ' ' || obj[k] == '\t' || obj[k] == '\n' || obj[k] == '\r') {
+		k--
+	}
+	if k >= 0 && obj[k] == ',' {
+		start = k
+	}
+	return start, end, true
+}
+
+// Rewrite is WithoutMember(WithMember(obj, key, value), drop) with one
+// copy of obj where both members are there: the relay renames a call's
+// target and leaves out the client's _meta, and the params of a call can
+// be megabytes.
+func Rewrite(obj []byte, key string, value []byte, drop string) []byte {
+	_, ks, ke, ok := member(obj, key)
+	ds, de, dok := memberSpan(obj, drop)
+	if !ok || !dok || key == drop {
+		return WithoutMember(WithMember(obj, key, value), drop)
+	}
+	out := make([]byte, 0, len(obj)-(de-ds)+len(key)+len(value)+3)
+	if ds < ks {
+		out = append(out, obj[:ds]...)
+		out = append(out, obj[de:ks]...)
+		out = appendKey(out, key)
+		out = append(out, value...)
+		return append(out, obj[ke:]...)
+	}
+	out = append(out, obj[:ks]...)
+	out = appendKey(out, key)
+	out = append(out, value...)
+	out = append(out, obj[ke:ds]...)
+	return append(out, obj[de:]...)
 }
 
 func appendKey(b []byte, key string) []byte {

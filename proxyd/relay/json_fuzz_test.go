@@ -62,6 +62,28 @@ func FuzzMembers(f *testing.F) {
 	})
 }
 
+// FuzzRewrite holds Rewrite to the two edits it does in one copy.
+func FuzzRewrite(f *testing.F) {
+	for _, s := range []struct{ obj, key, drop string }{
+		{`{"name":"a__x","arguments":{"t":"}"},"_meta":{"progressToken":1}}`, "name", "_meta"},
+		{`{"_meta":{} , "name":"x"}`, "name", "_meta"},
+		{`{"a":1,"a":2,"b":3,"b":4}`, "a", "b"},
+		{`{"a":1}`, "a", "a"},
+		{`{"a":`, "a", "b"},
+	} {
+		f.Add([]byte(s.obj), s.key, s.drop)
+	}
+	f.Fuzz(func(t *testing.T, obj []byte, key, drop string) {
+		got := Rewrite(obj, key, []byte(`{"set":1}`), drop)
+		if !json.Valid(obj) {
+			return // no panic is all that is asked of other input
+		}
+		if want := WithoutMember(WithMember(obj, key, []byte(`{"set":1}`)), drop); !bytes.Equal(got, want) {
+			t.Fatalf("Rewrite(%q, %q, %q) = %q, the two edits give %q", obj, key, drop, got, want)
+		}
+	})
+}
+
 func compact(t *testing.T, b []byte) []byte {
 	var out bytes.Buffer
 	if err := json.Compact(&out, b); err != nil {
