@@ -631,50 +631,62 @@ func comboPaths(cb combo, upstream string, rproxy [2]string, proxydURL string, a
 // warmer by the other's calls.
 func runCombos(b *testing.B, report *strings.Builder, upstream string, rproxy [2]string, proxydURL, token string) {
 	auth := map[string]string{"Authorization": "Bearer " + token}
-	for _, cb := range combos {
-		if !selected("MCPX_BENCH_COMBOS", cb.String()) || !rows("plain") {
-			continue
-		}
-		paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "echo", false, "")
-		for _, c := range []int{1, 16} {
-			if !selected("MCPX_BENCH_CLIENTS", fmt.Sprint(c)) {
-				continue
-			}
-			reportRatios(b, strings.ReplaceAll(cb.String(), "/", "-"), c, compare(b, report, cb.String(), c, small, paths))
-		}
-	}
-	if !selected("MCPX_BENCH_CLIENTS", "1") {
-		return
-	}
-	// Each kind of row: its report heading, the tag after the combination
-	// in the table ("legacy/modern+p") and in the metrics' names
-	// ("legacy-modern-progress"), and the call it makes.
-	for _, kind := range []struct {
-		rows, head, tag, metric, tool, text string
-		progress                            bool
-		sz                                  size
-	}{
-		{"progress", "calls with a progressToken (the fixture's progress tool, one notification: an SSE answer)", "p", "progress", "progress", "", true, small},
-		{"large", "calls with a 64 KiB argument (the echo tool returns it)", "64k", "64k", "echo", largeText, false, large},
-	} {
-		if !rows(kind.rows) {
-			continue
-		}
-		fmt.Fprintf(report, "%s:\n", kind.head)
+	plain := func() {
 		for _, cb := range combos {
 			if !selected("MCPX_BENCH_COMBOS", cb.String()) {
 				continue
 			}
-			paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, kind.tool, kind.progress, kind.text)
-			label := strings.ReplaceAll(cb.String(), "/", "-") + "-" + kind.metric
-			reportRatios(b, label, 1, compare(b, report, cb.String()+"+"+kind.tag, 1, kind.sz, paths))
+			paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, "echo", false, "")
+			for _, c := range []int{1, 16} {
+				if !selected("MCPX_BENCH_CLIENTS", fmt.Sprint(c)) {
+					continue
+				}
+				reportRatios(b, strings.ReplaceAll(cb.String(), "/", "-"), c, compare(b, report, cb.String(), c, small, paths))
+			}
 		}
+	}
+	// Each other kind of row: its report heading, the tag after the
+	// combination in the table ("legacy/modern+p") and in the metrics'
+	// names ("legacy-modern-progress"), and the call it makes; at 1 client.
+	oneClient := func(head, tag, metric, tool, text string, progress bool, sz size) func() {
+		return func() {
+			if !selected("MCPX_BENCH_CLIENTS", "1") {
+				return
+			}
+			fmt.Fprintf(report, "%s:\n", head)
+			for _, cb := range combos {
+				if !selected("MCPX_BENCH_COMBOS", cb.String()) {
+					continue
+				}
+				paths := comboPaths(cb, upstream, rproxy, proxydURL, auth, tool, progress, text)
+				label := strings.ReplaceAll(cb.String(), "/", "-") + "-" + metric
+				reportRatios(b, label, 1, compare(b, report, cb.String()+"+"+tag, 1, sz, paths))
+			}
+		}
+	}
+	kinds := map[string]func(){
+		"plain":    plain,
+		"progress": oneClient("calls with a progressToken (the fixture's progress tool, one notification: an SSE answer)", "p", "progress", "progress", "", true, small),
+		"large":    oneClient("calls with a 64 KiB argument (the echo tool returns it)", "64k", "64k", "echo", largeText, false, large),
+	}
+	for _, kind := range rowKinds() {
+		run, ok := kinds[kind]
+		if !ok {
+			b.Fatalf("MCPX_BENCH_ROWS: no kind of rows %q (plain, progress, large)", kind)
+		}
+		run()
 	}
 }
 
-// rows reports whether the rows of a kind (plain, progress, large) are
-// selected by MCPX_BENCH_ROWS (a comma-separated list; unset: all).
-func rows(kind string) bool { return selected("MCPX_BENCH_ROWS", kind) }
+// rowKinds are the kinds of rows to run, in order: as MCPX_BENCH_ROWS
+// lists them (comma-separated; "large,plain" runs the large rows first),
+// or unset, plain, progress and large.
+func rowKinds() []string {
+	if v := os.Getenv("MCPX_BENCH_ROWS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"plain", "progress", "large"}
+}
 
 func startProxyd(b *testing.B, upstream string) (url, token string, stop func()) {
 	b.Helper()
