@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
+
+	"github.com/mcpx-dev/mcpx/internal/readall"
 )
 
 // Facts are what the HTTP transport saw for one call. The MCP library
@@ -220,7 +221,7 @@ func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
 	if cl := resp.ContentLength; cl >= 0 {
 		size = cl + 1
 	}
-	head, err = readAll(make([]byte, 0, size), io.LimitReader(orig, limit+1))
+	head, err = readall.Into(make([]byte, 0, size), io.LimitReader(orig, limit+1))
 	rb := &replayBody{head: head, tail: orig, c: orig}
 	if err != nil {
 		rb.tail = errReader{err}
@@ -268,31 +269,11 @@ func ReadBody(body io.Reader) ([]byte, error) {
 	b := rb.whole
 	var err error
 	if b == nil {
-		b, err = readAll(rb.head, rb.tail)
+		b, err = readall.Into(rb.head, rb.tail)
 	}
 	rb.head, rb.tail, rb.whole = nil, nil, nil
 	rb.r = eofReader{}
 	return b, err
-}
-
-// readAll appends what r yields to buf until EOF. buf grows (about
-// doubling) only when full, so a buffer one byte longer than the body
-// takes it in place: io.ReadAll and bytes.Buffer.ReadFrom ask for 512
-// bytes of room before each read, and copy a buffer sized to the body.
-func readAll(buf []byte, r io.Reader) ([]byte, error) {
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, max(cap(buf), 512))
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 type eofReader struct{}

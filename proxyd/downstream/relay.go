@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/internal/mediatype"
+	"github.com/mcpx-dev/mcpx/internal/readall"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
@@ -106,21 +107,7 @@ func readBody(r *http.Request) ([]byte, error) {
 	if n < 0 || n > maxRelayBody {
 		n = 512
 	}
-	body := make([]byte, 0, n+1) // +1: room to see the end without growing
-	lr := io.LimitReader(r.Body, maxRelayBody+1)
-	for {
-		if len(body) == cap(body) {
-			body = append(body, 0)[:len(body)]
-		}
-		m, err := lr.Read(body[len(body):cap(body)])
-		body = body[:len(body)+m]
-		if err == io.EOF {
-			return body, nil
-		}
-		if err != nil {
-			return body, err
-		}
-	}
+	return readall.Into(make([]byte, 0, n+1), io.LimitReader(r.Body, maxRelayBody+1))
 }
 
 // relayMessage relays the client message body (see relay); false: the
