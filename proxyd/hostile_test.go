@@ -116,8 +116,8 @@ func TestAmbiguousNamesRecordWhatRuns(t *testing.T) {
 // A request that is not valid JSON — nested past encoding/json's limit,
 // an unterminated string, a raw control character — is answered at the
 // endpoint with a JSON-RPC parse error as the MCP library answers it,
-// never sent upstream, and leaves proxyd serving (a validator that recursed per level would
-// exhaust the stack on the first).
+// never sent upstream, and leaves proxyd serving (a validator that
+// recursed per level would exhaust the stack on the first).
 func TestInvalidJSONAnsweredAndNothingRuns(t *testing.T) {
 	fx, td := withFixture(t, mcpserver.EraLegacy)
 	url, token := endpoint(t, td)
