@@ -215,13 +215,13 @@ func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
 	orig := resp.Body
 	// A declared length sizes the buffer for the whole body, so that
 	// ReadBody reads the rest into it without a copy (the response limit,
-	// below this layer, has refused lengths over it); an unknown one
-	// starts small and doubles.
-	size := int64(512)
+	// below this layer, has refused lengths over it); a body of unknown
+	// length is read in chunks and kept at its size.
+	var buf []byte
 	if cl := resp.ContentLength; cl >= 0 {
-		size = cl + 1
+		buf = make([]byte, 0, cl+1)
 	}
-	head, err = readall.Into(make([]byte, 0, size), io.LimitReader(orig, limit+1))
+	head, err = readall.Into(buf, io.LimitReader(orig, limit+1))
 	rb := &replayBody{head: head, tail: orig, c: orig}
 	if err != nil {
 		rb.tail = errReader{err}

@@ -103,11 +103,11 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bo
 // readBody reads up to maxRelayBody+1 bytes of r's body, in one buffer
 // of the declared length when there is one.
 func readBody(r *http.Request) ([]byte, error) {
-	n := r.ContentLength
-	if n < 0 || n > maxRelayBody {
-		n = 512
+	var buf []byte // unknown length: read in chunks
+	if n := r.ContentLength; n >= 0 && n <= maxRelayBody {
+		buf = make([]byte, 0, n+1)
 	}
-	return readall.Into(make([]byte, 0, n+1), io.LimitReader(r.Body, maxRelayBody+1))
+	return readall.Into(buf, io.LimitReader(r.Body, maxRelayBody+1))
 }
 
 // relayMessage relays the client message body (see relay); false: the
