@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,4 +299,47 @@ func legacySession(t *testing.T, url, token string) (post func(session, body str
 	}
 	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return post, sid
+}
+
+// Answers of many sizes relayed at once each reach their own client
+// whole: the buffers an answer is encoded in are reused once written, so
+// one reused early would show here as another call's bytes.
+func TestEndpointConcurrentLargeAnswersIntact(t *testing.T) {
+	_, td := withFixture(t, mcpserver.EraBoth)
+	url, token := endpoint(t, td)
+	_, sid := legacySession(t, url, token)
+	const clients, calls = 6, 4
+	var wg sync.WaitGroup
+	for g := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				id := fmt.Sprintf("c%d-%d", g, i)
+				text := strings.Repeat(id+" ", (40<<10+g*9<<10+i*3<<10)/(len(id)+1))
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":"fx__echo","arguments":{"text":%q}}}`, id, text)
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Authorization", "Bearer "+token)
+				req.Header.Set("Mcp-Session-Id", sid)
+				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Errorf("call %s: %v", id, err)
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Errorf("call %s: status %d, %v", id, resp.StatusCode, err)
+					return
+				}
+				if !strings.HasPrefix(string(b), `{"jsonrpc":"2.0","id":"`+id+`",`) || !strings.Contains(string(b), `"text":"`+text+`"`) {
+					t.Errorf("call %s: answer of %d bytes is not its own echo: %.80s…", id, len(b), b)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -188,24 +189,37 @@ func (p *httpPeer) startSSE() {
 // when the writer flushes (finish flushes the answer at once, so the
 // call's bookkeeping does not delay it).
 func writeLastEvent(w http.ResponseWriter, msg []byte) {
-	buf := make([]byte, 0, len(msg)+24)
-	buf = append(buf, "event: message\ndata: "...)
-	buf = append(buf, msg...)
-	buf = append(buf, "\n\n"...)
-	_, _ = w.Write(buf)
+	f := frames.get(len(msg) + len(eventStart) + len(eventEnd))
+	defer frames.put(f)
+	b := append(*f, eventStart...)
+	b = append(b, msg...)
+	*f = append(b, eventEnd...)
+	_, _ = w.Write(*f)
 }
+
+// An SSE event carrying one message.
+const (
+	eventStart = "event: message\ndata: "
+	eventEnd   = "\n\n"
+)
 
 // finish writes the response: the last event of an SSE stream, or a JSON
 // body (with the modern era's HTTP status for an error).
 func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *relay.RPCError) {
-	msg := responseMessage(id, result, rpcErr)
+	// The answer is encoded (and framed) in one pooled buffer: a large
+	// result is copied once, into memory that is not allocated anew.
+	f := frames.get(len(result) + len(id) + len(eventStart) + len(eventEnd) + 40)
+	defer frames.put(f)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ended = true
 	// The answer leaves now, not when the handler returns: the call's
 	// bookkeeping runs after it (Call.Then).
 	if p.sse {
-		writeLastEvent(p.w, msg)
+		b := append(*f, eventStart...)
+		b = appendResponse(b, id, result, rpcErr)
+		*f = append(b, eventEnd...)
+		_, _ = p.w.Write(*f)
 		if p.closing {
 			flush(p.w)
 			p.endStream()
@@ -217,6 +231,7 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 		return
 	}
 	defer flush(p.w)
+	*f = appendResponse(*f, id, result, rpcErr)
 	status := http.StatusOK
 	if rpcErr != nil && p.modern {
 		status = httpStatusFor(rpcErr.Code)
@@ -226,9 +241,9 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 		h["Connection"] = []string{"close"}
 	}
 	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(msg))}
+	h["Content-Length"] = []string{strconv.Itoa(len(*f))}
 	p.w.WriteHeader(status)
-	_, _ = p.w.Write(msg)
+	_, _ = p.w.Write(*f)
 }
 
 // streamed reports whether the answer went out as an SSE stream.
@@ -271,25 +286,51 @@ func (p *httpPeer) close() {
 	p.mu.Unlock()
 }
 
-// responseMessage encodes a JSON-RPC response.
-func responseMessage(id, result json.RawMessage, rpcErr *relay.RPCError) []byte {
-	// The envelope around id and result is 33 bytes; an error's more.
-	out := make([]byte, 0, len(result)+len(id)+40)
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
+// appendResponse appends a JSON-RPC response to dst.
+func appendResponse(dst []byte, id, result json.RawMessage, rpcErr *relay.RPCError) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
 	if rpcErr != nil {
 		b, _ := json.Marshal(struct {
 			Code    int             `json:"code"`
 			Message string          `json:"message"`
 			Data    json.RawMessage `json:"data,omitempty"`
 		}{rpcErr.Code, rpcErr.Message, rpcErr.Data})
-		out = append(out, `,"error":`...)
-		out = append(out, b...)
+		dst = append(dst, `,"error":`...)
+		dst = append(dst, b...)
 	} else {
-		out = append(out, `,"result":`...)
-		out = append(out, result...)
+		dst = append(dst, `,"result":`...)
+		dst = append(dst, result...)
 	}
-	return append(out, '}')
+	return append(dst, '}')
+}
+
+// framePool holds the buffers messages are encoded or framed in just
+// before they are written: a buffer is free again once Write returns (a
+// ResponseWriter copies what it is given, or sends it, before it
+// returns). Buffers over maxPooledFrame go to the collector instead, so
+// one huge answer does not stay in the pool.
+type framePool struct{ p sync.Pool }
+
+const maxPooledFrame = 1 << 20
+
+var frames framePool
+
+// get returns an empty buffer with room for n bytes.
+func (fp *framePool) get(n int) *[]byte {
+	f, _ := fp.p.Get().(*[]byte)
+	if f == nil {
+		f = new([]byte)
+	}
+	*f = slices.Grow((*f)[:0], n)
+	return f
+}
+
+func (fp *framePool) put(f *[]byte) {
+	if cap(*f) <= maxPooledFrame {
+		*f = (*f)[:0]
+		fp.p.Put(f)
+	}
 }
 
 // httpStatusFor maps a JSON-RPC error code to the modern era's HTTP status.
