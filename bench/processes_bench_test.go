@@ -86,7 +86,7 @@ func BenchmarkProxyOverheadProcesses(b *testing.B) {
 	var report strings.Builder
 	fmt.Fprintf(&report, "\nseparate processes; %s\n", methodNote())
 	fmt.Fprint(&report, reportHeader())
-	up := startProc(b, "url", filepath.Join(dir, "mcpx-fixtures"), "mcp", "--era", "both")
+	up := startProc(b, "url", filepath.Join(dir, "mcpx-fixtures"), "mcp", "--era", "both", "--direct-echo-from", fmt.Sprint(directEchoFrom))
 	// A reverse proxy per era of a cross-era combination (see runCombos).
 	rp := startProc(b, "url", filepath.Join(dir, "rproxy"), strings.TrimSuffix(up, "/mcp"))
 	rp2 := startProc(b, "url", filepath.Join(dir, "rproxy"), strings.TrimSuffix(up, "/mcp"))

@@ -59,6 +59,12 @@ var (
 // returns, so proxyd carries it both ways.
 var largeText = strings.Repeat("benchmark payload ", 64<<10/18)
 
+// directEchoFrom has the fixture answer the large rows' echo itself:
+// mcp-go decodes a 64 KiB message about ten times with encoding/json,
+// which made each call 5–13 ms, and the spread of that time swung the
+// proxies' added p50 by a fifth within a run. Small calls stay mcp-go's.
+const directEchoFrom = 16 << 10
+
 // combo is one combination of protocol eras: the client's, and the one
 // proxyd speaks with the upstream. The fixture speaks both, so a direct
 // or reverse-proxy path speaks the era of the client that takes it: in a
@@ -744,7 +750,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	var report strings.Builder
 	fmt.Fprintf(&report, "\nin one process; %s\n", methodNote())
 	fmt.Fprint(&report, reportHeader())
-	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
+	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth, DirectEchoFrom: directEchoFrom})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,6 +28,7 @@ func runMCP(ctx context.Context, args []string, stdout io.Writer) error {
 	forgetEvery := fs.Duration("forget-every", 0, "forget every session at this `interval` (0: never)")
 	noDelete := fs.Bool("no-delete", false, "answer DELETE with 405 instead of ending the session")
 	extraTools := fs.Int("tools", 0, "add this `many` generated tools (tool_00001, ...) to the list")
+	directEcho := fs.Int("direct-echo-from", 0, "answer echo calls of at least this many `bytes` without mcp-go (0: never; for benchmarks of large messages)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -38,6 +39,9 @@ func runMCP(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *loss != http.StatusNotFound && *loss != http.StatusBadRequest {
 		return usageErrorf("mcp: --session-loss %d: want 404 or 400", *loss)
+	}
+	if *directEcho < 0 {
+		return usageErrorf("mcp: --direct-echo-from %d: want a size in bytes, or 0", *directEcho)
 	}
 	if err := mcpserver.CheckLoopback(*addr); err != nil {
 		return usageErrorf("mcp: --addr: %v", err)
@@ -50,6 +54,7 @@ func runMCP(ctx context.Context, args []string, stdout io.Writer) error {
 		BearerToken:       *bearer,
 		RefuseDelete:      *noDelete,
 		ExtraTools:        *extraTools,
+		DirectEchoFrom:    *directEcho,
 	}
 	if *authServers != "" {
 		opts.AuthorizationServers = strings.Split(*authServers, ",")
