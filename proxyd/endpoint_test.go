@@ -270,15 +270,7 @@ func TestEndpointParamHeaders(t *testing.T) {
 func legacyPost(t *testing.T, url, token string) func(session, body string) (*http.Response, string) {
 	return func(session, body string) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(legacyRequest(url, token, session, body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,6 +278,20 @@ func legacyPost(t *testing.T, url, token string) func(session, body string) (*ht
 		resp.Body.Close()
 		return resp, string(b)
 	}
+}
+
+// legacyRequest is a legacy-era POST of body to the endpoint, in session
+// unless it is "".
+func legacyRequest(url, token, session, body string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	return req
 }
 
 // legacySession opens an initialised legacy-era session on the endpoint
@@ -318,13 +324,7 @@ func TestEndpointConcurrentLargeAnswersIntact(t *testing.T) {
 				id := fmt.Sprintf("c%d-%d", g, i)
 				text := strings.Repeat(id+" ", (40<<10+g*9<<10+i*3<<10)/(len(id)+1))
 				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":"fx__echo","arguments":{"text":%q}}}`, id, text)
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Accept", "application/json, text/event-stream")
-				req.Header.Set("Authorization", "Bearer "+token)
-				req.Header.Set("Mcp-Session-Id", sid)
-				req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := http.DefaultClient.Do(legacyRequest(url, token, sid, body))
 				if err != nil {
 					t.Errorf("call %s: %v", id, err)
 					return
