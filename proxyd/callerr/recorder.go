@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/mcpx-dev/mcpx/internal/readall"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // Facts are what the HTTP transport saw for one call. The MCP library
@@ -182,19 +183,17 @@ func mediaType(ct string) string {
 	return strings.ToLower(strings.TrimSpace(ct))
 }
 
-var errorKey = []byte(`"error"`)
-
 // inspectBody reads up to peekLimit+1 bytes and puts them back in front of
 // the rest of the body, so the reader sees the body unchanged. A body larger
-// than the limit is not parsed; a body without an "error" key is not parsed
-// either, which keeps large results cheap.
+// than the limit is not parsed; a body without an "error" member is not
+// decoded either, which keeps large results cheap.
 func inspectBody(resp *http.Response, rec *Recorder, mediaType string) {
 	head, err := PeekBody(resp, peekLimit)
 	complete := err == nil && len(head) <= peekLimit
 	trimmed := bytes.TrimSpace(head)
 	html := looksHTML(trimmed)
 	code, hasCode := 0, false
-	if complete && !html && bytes.Contains(trimmed, errorKey) {
+	if complete && !html && hasErrorMember(trimmed) {
 		code, hasCode = jsonRPCErrorCode(trimmed)
 	}
 	rec.mu.Lock()
@@ -296,6 +295,18 @@ func looksHTML(b []byte) bool {
 }
 
 // jsonRPCErrorCode returns the error code of a JSON-RPC error response.
+// hasErrorMember reports whether the JSON object b has a member "error"
+// (in any case, as encoding/json reads keys). Only b's own members are
+// read, which is a skip over a large result's content, not a search of
+// all its text.
+func hasErrorMember(b []byte) bool {
+	found := false
+	relay.EachValue(b, func(key, _ []byte) {
+		found = found || bytes.EqualFold(key, []byte("error"))
+	})
+	return found
+}
+
 func jsonRPCErrorCode(b []byte) (int, bool) {
 	var msg struct {
 		JSONRPC string `json:"jsonrpc"`
@@ -358,7 +369,7 @@ func (o *sseObserver) observeLine(line []byte) {
 		return
 	}
 	data = bytes.TrimSpace(data)
-	if !bytes.Contains(data, []byte(`"error"`)) {
+	if !hasErrorMember(data) {
 		return
 	}
 	if code, ok := jsonRPCErrorCode(data); ok {

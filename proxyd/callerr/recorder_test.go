@@ -178,3 +178,24 @@ func TestReadBody(t *testing.T) {
 		})
 	}
 }
+
+func TestHasErrorMember(t *testing.T) {
+	tests := []struct {
+		body string
+		want bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"error":{"code":-32099,"message":"x"}}`, true},
+		{` { "id" : 1 , "error" : null } `, true},
+		{`{"jsonrpc":"2.0","id":1,"Error":{"code":-32099}}`, true}, // encoding/json reads it so
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"\"error\": none"}]}}`, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"error":{"code":1}}}`, false},
+		{`["error"]`, false},
+		{`"error"`, false},
+		{``, false},
+	}
+	for _, tt := range tests {
+		if got := hasErrorMember([]byte(tt.body)); got != tt.want {
+			t.Errorf("hasErrorMember(%s) = %v, want %v", tt.body, got, tt.want)
+		}
+	}
+}
