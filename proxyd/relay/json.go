@@ -224,25 +224,19 @@ func String(v []byte) (s string, ok bool) {
 // WithMember returns obj with key set to value (replaced in place, or
 // added first), or obj unchanged when it is not an object.
 func WithMember(obj []byte, key string, value []byte) []byte {
+	kv := appendKey(nil, key)
 	if _, start, end, ok := member(obj, key); ok {
-		out := make([]byte, 0, len(obj)-(end-start)+len(key)+len(value)+3)
-		out = append(out, obj[:start]...)
-		out = appendKey(out, key)
-		out = append(out, value...)
-		return append(out, obj[end:]...)
+		return concat(obj[:start], kv, value, obj[end:])
 	}
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return obj
 	}
-	out := make([]byte, 0, len(obj)+len(key)+len(value)+4)
-	out = append(out, obj[:i+1]...)
-	out = appendKey(out, key)
-	out = append(out, value...)
+	var comma []byte
 	if j := skipSpace(obj, i+1); j < len(obj) && obj[j] != '}' {
-		out = append(out, ',')
+		comma = []byte{','}
 	}
-	return append(out, obj[i+1:]...)
+	return concat(obj[:i+1], kv, value, comma, obj[i+1:])
 }
 
 // WithoutMember returns obj without key (unchanged when absent).
@@ -251,9 +245,14 @@ func WithoutMember(obj []byte, key string) []byte {
 	if !ok {
 		return obj
 	}
-	out := make([]byte, 0, len(obj)-(end-start))
-	out = append(out, obj[:start]...)
-	return append(out, obj[end:]...)
+	return concat(obj[:start], obj[end:])
+}
+
+// concat is the parts joined in a new buffer of exactly their length,
+// which bytes.Join allocates without zeroing it first: building an edited
+// copy of a large message costs one pass over it, not two.
+func concat(parts ...[]byte) []byte {
+	return bytes.Join(parts, nil)
 }
 
 // memberSpan is where member key is in obj with the comma that parts it
@@ -287,19 +286,11 @@ func Rewrite(obj []byte, key string, value []byte, drop string) []byte {
 	if !ok || !dok || key == drop {
 		return WithoutMember(WithMember(obj, key, value), drop)
 	}
-	out := make([]byte, 0, len(obj)-(de-ds)+len(key)+len(value)+3)
+	kv := appendKey(nil, key)
 	if ds < ks {
-		out = append(out, obj[:ds]...)
-		out = append(out, obj[de:ks]...)
-		out = appendKey(out, key)
-		out = append(out, value...)
-		return append(out, obj[ke:]...)
+		return concat(obj[:ds], obj[de:ks], kv, value, obj[ke:])
 	}
-	out = append(out, obj[:ks]...)
-	out = appendKey(out, key)
-	out = append(out, value...)
-	out = append(out, obj[ke:ds]...)
-	return append(out, obj[de:]...)
+	return concat(obj[:ks], kv, value, obj[ke:ds], obj[de:])
 }
 
 func appendKey(b []byte, key string) []byte {

@@ -45,23 +45,7 @@ const sseResumes = 100
 
 // post sends x as an HTTP POST and reads its answer.
 func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params, meta json.RawMessage, header http.Header) (json.RawMessage, error) {
-	// The envelope and the _meta member take 57 bytes besides the id, the
-	// method (quoted) and their contents: the body is built in one buffer
-	// of its size (a large one grown at its end would be copied).
-	body := make([]byte, 0, 64+len(x.id)+len(x.ex.Method)+len(params)+len(meta))
-	body = append(body, `{"jsonrpc":"2.0","id":"`...)
-	body = append(body, x.id...)
-	body = append(body, `","method":`...)
-	body = relay.AppendString(body, x.ex.Method)
-	switch {
-	case meta != nil:
-		body = append(body, `,"params":`...)
-		body = appendWithMeta(body, params, meta)
-	case params != nil:
-		body = append(body, `,"params":`...)
-		body = append(body, params...)
-	}
-	body = append(body, '}')
+	body := envelope(x.id, x.ex.Method, params, meta)
 
 	sid := ""
 	if !w.modern() {
@@ -144,6 +128,27 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	default:
 		return nil, fmt.Errorf("unexpected content type: %s", resp.Header.Get("Content-Type"))
 	}
+}
+
+// envelope is the JSON-RPC request id, method, params (with "_meta":
+// meta when meta is set), in one buffer of its size: the params, which
+// can be megabytes, are copied once and the buffer is not zeroed first.
+func envelope(id, method string, params, meta json.RawMessage) []byte {
+	head := make([]byte, 0, 48+len(id)+len(method))
+	head = append(head, `{"jsonrpc":"2.0","id":"`...)
+	head = append(head, id...)
+	head = append(head, `","method":`...)
+	head = relay.AppendString(head, method)
+	switch {
+	case meta != nil:
+		head = append(head, `,"params":`...)
+		open, tail := metaParts(params, meta)
+		return bytes.Join([][]byte{head, open, append(tail, '}')}, nil)
+	case params != nil:
+		head = append(head, `,"params":`...)
+		return bytes.Join([][]byte{head, params, []byte("}")}, nil)
+	}
+	return append(head, '}')
 }
 
 // outcome is a response message's result or error.

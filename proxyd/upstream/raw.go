@@ -121,22 +121,27 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 
 // withMeta adds "_meta": meta to the JSON object params (nil: none).
 func withMeta(params, meta json.RawMessage) json.RawMessage {
-	return appendWithMeta(make([]byte, 0, len(params)+len(meta)+10), params, meta)
+	open, tail := metaParts(params, meta)
+	return bytes.Join([][]byte{open, tail}, nil)
 }
 
-// appendWithMeta appends params with "_meta": meta added to dst.
-func appendWithMeta(dst []byte, params, meta json.RawMessage) []byte {
+// metaParts splits params with "_meta": meta added into the params
+// without their closing brace (a sub-slice, not a copy) and the rest:
+// the caller joins them into the buffer it builds, so large params are
+// copied once.
+func metaParts(params, meta json.RawMessage) (open, tail []byte) {
 	params = bytes.TrimSpace(params)
 	if len(params) < 2 {
 		params = json.RawMessage("{}")
 	}
-	dst = append(dst, params[:len(params)-1]...)
+	open = params[:len(params)-1]
+	tail = make([]byte, 0, len(meta)+10)
 	if len(bytes.TrimSpace(params[1:len(params)-1])) > 0 {
-		dst = append(dst, ',')
+		tail = append(tail, ',')
 	}
-	dst = append(dst, `"_meta":`...)
-	dst = append(dst, meta...)
-	return append(dst, '}')
+	tail = append(tail, `"_meta":`...)
+	tail = append(tail, meta...)
+	return open, append(tail, '}')
 }
 
 // CallParams encodes the params of a tools/call.

@@ -40,6 +40,36 @@ func TestWithMeta(t *testing.T) {
 	}
 }
 
+func TestEnvelope(t *testing.T) {
+	tests := []struct {
+		name, method, params, meta, want string
+	}{
+		{"no params", "ping", ``, ``, `{"jsonrpc":"2.0","id":"7","method":"ping"}`},
+		{"params", "tools/call", `{"name":"echo"}`, ``, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"echo"}}`},
+		{"params and meta", "tools/call", `{"name":"echo"}`, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"echo","_meta":{"k":1}}}`},
+		{"meta alone", "tools/list", ``, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"tools/list","params":{"_meta":{"k":1}}}`},
+		{"method needing escapes", `a"b`, ``, ``, `{"jsonrpc":"2.0","id":"7","method":"a\"b"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var params, meta json.RawMessage
+			if tt.params != "" {
+				params = json.RawMessage(tt.params)
+			}
+			if tt.meta != "" {
+				meta = json.RawMessage(tt.meta)
+			}
+			got := envelope("7", tt.method, params, meta)
+			if string(got) != tt.want || !json.Valid(got) {
+				t.Fatalf("envelope = %s, want %s", got, tt.want)
+			}
+			if params != nil && len(got) != cap(got) {
+				t.Errorf("envelope's buffer has room for %d bytes more than it holds: a large message's was sized to it", cap(got)-len(got))
+			}
+		})
+	}
+}
+
 func TestCallParams(t *testing.T) {
 	tests := []struct {
 		name, tool, args, want string
