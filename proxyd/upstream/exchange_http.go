@@ -45,7 +45,6 @@ const sseResumes = 100
 
 // post sends x as an HTTP POST and reads its answer.
 func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params, meta json.RawMessage, header http.Header) (json.RawMessage, error) {
-	body := envelope(x.id, x.ex.Method, params, meta)
 
 	sid := ""
 	if !w.modern() {
@@ -76,10 +75,11 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		stopCancel()
 		rcancel(nil)
 	}()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building the request: %w", err)
 	}
+	bodyOf(req, envelope(x.id, x.ex.Method, params, meta))
 	if header != nil {
 		req.Header = header
 	} else {
@@ -130,10 +130,11 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	}
 }
 
-// envelope is the JSON-RPC request id, method, params (with "_meta":
-// meta when meta is set), in one buffer of its size: the params, which
-// can be megabytes, are copied once and the buffer is not zeroed first.
-func envelope(id, method string, params, meta json.RawMessage) []byte {
+// envelope is the JSON-RPC request (id, method, params with "_meta":
+// meta added when meta is set) as the parts of its body: the params, which
+// can be megabytes, are sent from where they are, not copied into a
+// buffer of the whole body first.
+func envelope(id, method string, params, meta json.RawMessage) [][]byte {
 	head := make([]byte, 0, 48+len(id)+len(method))
 	head = append(head, `{"jsonrpc":"2.0","id":"`...)
 	head = append(head, id...)
@@ -143,12 +144,30 @@ func envelope(id, method string, params, meta json.RawMessage) []byte {
 	case meta != nil:
 		head = append(head, `,"params":`...)
 		open, tail := metaParts(params, meta)
-		return bytes.Join([][]byte{head, open, append(tail, '}')}, nil)
+		return [][]byte{head, open, append(tail, '}')}
 	case params != nil:
 		head = append(head, `,"params":`...)
-		return bytes.Join([][]byte{head, params, []byte("}")}, nil)
+		return [][]byte{head, params, []byte("}")}
 	}
-	return append(head, '}')
+	return [][]byte{append(head, '}')}
+}
+
+// bodyOf sets parts as req's body, its length and GetBody (a request may
+// be sent again: see standardHeaders).
+func bodyOf(req *http.Request, parts [][]byte) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	req.ContentLength = int64(n)
+	req.GetBody = func() (io.ReadCloser, error) {
+		rs := make([]io.Reader, len(parts))
+		for i, p := range parts {
+			rs[i] = bytes.NewReader(p)
+		}
+		return io.NopCloser(io.MultiReader(rs...)), nil
+	}
+	req.Body, _ = req.GetBody()
 }
 
 // outcome is a response message's result or error.

@@ -1,11 +1,14 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,12 +62,23 @@ func TestEnvelope(t *testing.T) {
 			if tt.meta != "" {
 				meta = json.RawMessage(tt.meta)
 			}
-			got := envelope("7", tt.method, params, meta)
-			if string(got) != tt.want || !json.Valid(got) {
+			parts := envelope("7", tt.method, params, meta)
+			if got := bytes.Join(parts, nil); string(got) != tt.want || !json.Valid(got) {
 				t.Fatalf("envelope = %s, want %s", got, tt.want)
 			}
-			if params != nil && len(got) != cap(got) {
-				t.Errorf("envelope's buffer has room for %d bytes more than it holds: a large message's was sized to it", cap(got)-len(got))
+			if params != nil && !slices.ContainsFunc(parts, func(p []byte) bool {
+				return len(p) > 0 && &p[0] == &params[0]
+			}) {
+				t.Errorf("envelope copied the params: it should send them from where they are")
+			}
+			req := httptest.NewRequest(http.MethodPost, "/", nil)
+			bodyOf(req, parts)
+			for range 2 { // the body, then GetBody's for a request sent again
+				got, err := io.ReadAll(req.Body)
+				if err != nil || string(got) != tt.want || req.ContentLength != int64(len(tt.want)) {
+					t.Fatalf("body %q (length %d), %v; want %s", got, req.ContentLength, err, tt.want)
+				}
+				req.Body, _ = req.GetBody()
 			}
 		})
 	}
