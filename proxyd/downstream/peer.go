@@ -37,10 +37,20 @@ type httpPeer struct {
 
 	// later: work for after the answer (see relay.Later).
 	later relay.Later
+	// shape: the form the client's era takes the result in, set by the
+	// relay (relay.Shaper) and applied as the answer is framed.
+	shape relay.Shape
 }
 
 func (p *httpPeer) Modern() bool     { return p.modern }
 func (p *httpPeer) Caps() relay.Caps { return p.caps }
+
+// Shape sets the shape the result is framed in (see relay.Shaper).
+func (p *httpPeer) Shape(s relay.Shape) {
+	p.mu.Lock()
+	p.shape = s
+	p.mu.Unlock()
+}
 
 // levels orders the log levels of notifications/message (RFC 5424).
 var levels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
@@ -208,7 +218,7 @@ const (
 func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *relay.RPCError) {
 	// The answer is encoded (and framed) in one pooled buffer: a large
 	// result is copied once, into memory that is not allocated anew.
-	f := frames.get(len(result) + len(id) + len(eventStart) + len(eventEnd) + 40)
+	f := frames.get(len(result) + len(id) + len(eventStart) + len(eventEnd) + 64)
 	defer frames.put(f)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -217,7 +227,7 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	// bookkeeping runs after it (Call.Then).
 	if p.sse {
 		b := append(*f, eventStart...)
-		b = appendResponse(b, id, result, rpcErr)
+		b = appendResponse(b, id, result, rpcErr, p.shape)
 		*f = append(b, eventEnd...)
 		_, _ = p.w.Write(*f)
 		if p.closing {
@@ -231,7 +241,7 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 		return
 	}
 	defer flush(p.w)
-	*f = appendResponse(*f, id, result, rpcErr)
+	*f = appendResponse(*f, id, result, rpcErr, p.shape)
 	status := http.StatusOK
 	if rpcErr != nil && p.modern {
 		status = httpStatusFor(rpcErr.Code)
@@ -286,8 +296,9 @@ func (p *httpPeer) close() {
 	p.mu.Unlock()
 }
 
-// appendResponse appends a JSON-RPC response to dst.
-func appendResponse(dst []byte, id, result json.RawMessage, rpcErr *relay.RPCError) []byte {
+// appendResponse appends a JSON-RPC response to dst, its result in
+// shape.
+func appendResponse(dst []byte, id, result json.RawMessage, rpcErr *relay.RPCError, shape relay.Shape) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, id...)
 	if rpcErr != nil {
@@ -300,7 +311,7 @@ func appendResponse(dst []byte, id, result json.RawMessage, rpcErr *relay.RPCErr
 		dst = append(dst, b...)
 	} else {
 		dst = append(dst, `,"result":`...)
-		dst = append(dst, result...)
+		dst = shape.Append(dst, result)
 	}
 	return append(dst, '}')
 }

@@ -160,7 +160,7 @@ func (r *Relayer) Do(ctx context.Context, up Upstream, req *Request, peer Peer) 
 	if err != nil {
 		return nil, err
 	}
-	return LegacyResult(res), nil
+	return shaped(peer, res, Legacy), nil
 }
 
 // fulfil answers a modern upstream's input_required results for a legacy
@@ -179,7 +179,7 @@ func (r *Relayer) fulfil(ctx context.Context, up Upstream, ex *Exchange, req *Re
 		}
 		signins.completed(h.peer, res)
 		if StringMember(res, "resultType") != resultInputRequired {
-			return LegacyResult(res), nil
+			return shaped(peer, res, Legacy), nil
 		}
 		if round >= maxInputRounds {
 			return nil, fmt.Errorf("the upstream still asked for input after %d rounds", maxInputRounds)
@@ -355,6 +355,62 @@ func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage
 // requests refused for them (to say so to a person).
 type Refuser interface {
 	Refused(method string)
+}
+
+// Shape is the form of a result a client's era takes.
+type Shape int
+
+const (
+	// AsIs: the upstream's result as it came (a modern upstream's for a
+	// modern client).
+	AsIs Shape = iota
+	// Legacy: without the modern era's resultType.
+	Legacy
+	// Modern: with resultType ("complete" when the upstream gave none).
+	Modern
+)
+
+// Shaper is implemented by a peer that puts results in shape as it frames
+// them for its client: Do tells it the shape rather than handing it an
+// edited copy, so a large result is copied once, into the frame. The
+// shape holds for the result Do returns, and for any result of the same
+// request (shapes are idempotent).
+type Shaper interface {
+	Shape(Shape)
+}
+
+// shaped is res in shape s for peer: as it is when peer shapes results
+// itself, else an edited copy where s changes it.
+func shaped(peer Peer, res json.RawMessage, s Shape) json.RawMessage {
+	if sh, ok := peer.(Shaper); ok {
+		sh.Shape(s)
+		return res
+	}
+	return s.Apply(res)
+}
+
+// Apply returns res in shape s: res itself when it is in shape already.
+func (s Shape) Apply(res json.RawMessage) json.RawMessage {
+	switch s {
+	case Legacy:
+		return LegacyResult(res)
+	case Modern:
+		return ModernResult(res)
+	}
+	return res
+}
+
+// Append appends res in shape s to dst.
+func (s Shape) Append(dst []byte, res json.RawMessage) []byte {
+	switch s {
+	case Legacy:
+		return appendWithoutMember(dst, res, "resultType")
+	case Modern:
+		if _, ok := Member(res, "resultType"); !ok {
+			return appendWithMember(dst, res, "resultType", []byte(`"complete"`))
+		}
+	}
+	return append(dst, res...)
 }
 
 // LegacyResult is a result as a legacy client takes it: without the modern

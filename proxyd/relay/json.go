@@ -224,19 +224,29 @@ func String(v []byte) (s string, ok bool) {
 // WithMember returns obj with key set to value (replaced in place, or
 // added first), or obj unchanged when it is not an object.
 func WithMember(obj []byte, key string, value []byte) []byte {
+	parts, ok := withMember(obj, key, value)
+	if !ok {
+		return obj
+	}
+	return concat(parts[:]...)
+}
+
+// withMember is WithMember's result as parts to join; ok is false when
+// obj is not an object.
+func withMember(obj []byte, key string, value []byte) (parts [5][]byte, ok bool) {
 	kv := appendKey(nil, key)
-	if _, start, end, ok := member(obj, key); ok {
-		return concat(obj[:start], kv, value, obj[end:])
+	if _, start, end, found := member(obj, key); found {
+		return [5][]byte{obj[:start], kv, value, obj[end:]}, true
 	}
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return obj
+		return parts, false
 	}
 	var comma []byte
 	if j := skipSpace(obj, i+1); j < len(obj) && obj[j] != '}' {
 		comma = []byte{','}
 	}
-	return concat(obj[:i+1], kv, value, comma, obj[i+1:])
+	return [5][]byte{obj[:i+1], kv, value, comma, obj[i+1:]}, true
 }
 
 // WithoutMember returns obj without key (unchanged when absent).
@@ -246,6 +256,29 @@ func WithoutMember(obj []byte, key string) []byte {
 		return obj
 	}
 	return concat(obj[:start], obj[end:])
+}
+
+// appendWithMember appends obj with key set to value to dst (see
+// WithMember).
+func appendWithMember(dst, obj []byte, key string, value []byte) []byte {
+	parts, ok := withMember(obj, key, value)
+	if !ok {
+		return append(dst, obj...)
+	}
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// appendWithoutMember appends obj without key to dst (see WithoutMember).
+func appendWithoutMember(dst, obj []byte, key string) []byte {
+	start, end, ok := memberSpan(obj, key)
+	if !ok {
+		return append(dst, obj...)
+	}
+	dst = append(dst, obj[:start]...)
+	return append(dst, obj[end:]...)
 }
 
 // concat is the parts joined in a new buffer of exactly their length,

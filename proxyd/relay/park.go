@@ -196,7 +196,7 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	if err != nil {
 		return nil, err
 	}
-	return ModernResult(res), nil
+	return shaped(peer, res, Modern), nil
 }
 
 // helpFirst watches a call's first round once the upstream asks for
@@ -272,7 +272,7 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 			if p.err != nil {
 				return nil, p.err
 			}
-			return ModernResult(p.res), nil
+			return shaped(h.peer, p.res, Modern), nil
 		case <-p.wake:
 			if !p.hasAsks() {
 				continue

@@ -1,0 +1,94 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+)
+
+// Shape.Append, which frames a result, and Shape.Apply, which edits a
+// copy, give the same bytes.
+func TestShapeAppendIsApply(t *testing.T) {
+	results := []string{
+		`{"content":[]}`,
+		`{"content":[],"resultType":"complete"}`,
+		`{"resultType":"input_required","inputRequests":{}}`,
+		` { "isError" : true , "resultType" : "complete" } `,
+		`{}`,
+		`{ }`,
+		`null`,
+	}
+	for _, s := range []Shape{AsIs, Legacy, Modern} {
+		for _, res := range results {
+			prefix := []byte(`{"result":`)
+			got := s.Append(prefix, json.RawMessage(res))
+			want := string(prefix) + string(s.Apply(json.RawMessage(res)))
+			if string(got) != want {
+				t.Errorf("shape %d of %s: Append gives %s, Apply %s", s, res, got, want)
+			}
+		}
+	}
+}
+
+type resultUpstream struct {
+	modern bool
+	res    json.RawMessage
+}
+
+func (u resultUpstream) Relay(context.Context, *Exchange) (json.RawMessage, error) { return u.res, nil }
+func (u resultUpstream) Modern() bool                                           { return u.modern }
+
+type legacyPeer struct{ modernPeer }
+
+func (legacyPeer) Modern() bool { return false }
+
+// shapingPeer frames results itself (Shaper).
+type shapingPeer struct {
+	Peer
+	shape *Shape
+}
+
+func (p shapingPeer) Shape(s Shape) { *p.shape = s }
+
+// Do gives a peer that frames results the upstream's result as it came,
+// with the shape to frame it in; any other peer gets it edited.
+func TestDoShapesForThePeer(t *testing.T) {
+	legacyRes := json.RawMessage(`{"content":[]}`)
+	modernRes := json.RawMessage(`{"content":[],"resultType":"complete"}`)
+	tests := []struct {
+		name      string
+		up        resultUpstream
+		peer      Peer
+		wantShape Shape
+		want      string // what a peer that does not shape gets
+	}{
+		{"legacy client, legacy upstream", resultUpstream{false, legacyRes}, legacyPeer{}, Legacy, `{"content":[]}`},
+		{"legacy client, modern upstream", resultUpstream{true, modernRes}, legacyPeer{}, Legacy, `{"content":[]}`},
+		{"modern client, legacy upstream", resultUpstream{false, legacyRes}, modernPeer{}, Modern, `{"resultType":"complete","content":[]}`},
+		{"modern client, modern upstream", resultUpstream{true, modernRes}, modernPeer{}, AsIs, `{"content":[],"resultType":"complete"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New()
+			defer r.Close()
+			req := func() *Request {
+				return &Request{Exchange: Exchange{Method: "tools/call", Name: "echo", Params: json.RawMessage(`{"name":"echo"}`)}}
+			}
+			res, err := r.Do(context.Background(), tt.up, req(), tt.peer)
+			if err != nil || string(res) != tt.want {
+				t.Fatalf("Do = %s, %v; want %s", res, err, tt.want)
+			}
+			shape := Shape(-1)
+			res, err = r.Do(context.Background(), tt.up, req(), shapingPeer{tt.peer, &shape})
+			if err != nil || &res[0] != &tt.up.res[0] {
+				t.Fatalf("Do for a shaping peer = %s, %v; want the upstream's %s as it came", res, err, tt.up.res)
+			}
+			if tt.wantShape != AsIs && shape != tt.wantShape {
+				t.Errorf("shape %d, want %d", shape, tt.wantShape)
+			}
+			if got := string(shape.Append(nil, res)); shape != -1 && got != tt.want {
+				t.Errorf("framed in its shape: %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
