@@ -46,9 +46,11 @@ type relayed struct {
 	// method and name: the MCP method and the upstream's name of the tool
 	// or prompt (or the resource URI).
 	method, name string
-	// params are the request's params without _meta; meta the client's own
-	// _meta members, token its progress token.
+	// params are the request's params without _meta once edit, when set,
+	// is made (see relay.Exchange.Edit); meta the client's own _meta
+	// members, token its progress token.
 	params, meta, token json.RawMessage
+	edit                *relay.Edit
 	logLevel            string
 	// peer is the client's side (nil: a caller that takes no notifications
 	// or requests of the upstream: the CLI without a stream, drills).
@@ -255,7 +257,7 @@ func inputsText(in []relay.Input) string {
 // request is the relay's request for rq with params.
 func (rq *relayed) request(params json.RawMessage, stats *relay.Stats) *relay.Request {
 	return &relay.Request{
-		Exchange:      relay.Exchange{Method: rq.method, Name: rq.name, Params: params, Meta: rq.meta, LogLevel: rq.logLevel},
+		Exchange:      relay.Exchange{Method: rq.method, Name: rq.name, Params: params, Edit: rq.edit, Meta: rq.meta, LogLevel: rq.logLevel},
 		ProgressToken: rq.token,
 		Stats:         stats,
 	}
@@ -325,7 +327,7 @@ func peerOrNone(p relay.Peer) relay.Peer {
 // result carrying the classification, so an agent can tell a dead upstream
 // from a refused argument.
 func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage, error) {
-	rq := &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, meta: c.Meta,
+	rq := &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, edit: c.Edit, meta: c.Meta,
 		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta,
 		answerFirst: d.activity.Durability() != activity.DurabilitySync}
 	if c.Answer != nil {

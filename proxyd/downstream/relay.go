@@ -24,8 +24,10 @@ type Call struct {
 	// Name is the upstream's name of the tool or prompt, or the resource
 	// URI (for the Mcp-Name header and the activity record).
 	Name string
-	// Params are the client's params with names mapped and _meta removed.
+	// Params are the client's params with names mapped and _meta removed
+	// once Edit, when set, is made (see relay.Exchange.Edit).
 	Params json.RawMessage
+	Edit   *relay.Edit
 	// Meta are the client's own _meta members (era keys and progressToken
 	// removed), a JSON object or nil.
 	Meta json.RawMessage
@@ -420,14 +422,14 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 		if args := pv[pArguments]; args != nil && args[0] != '{' && string(args) != "null" {
 			return routed{}, false // the library answers malformed arguments
 		}
-		return routed{Call: Call{Server: rt.server, Method: msg.Method, Name: rt.tool, Params: rename(params, "name", name, rt.tool)}, tool: &rt}, true
+		return routed{Call: Call{Server: rt.server, Method: msg.Method, Name: rt.tool, Params: params, Edit: rename("name", name, rt.tool)}, tool: &rt}, true
 	case string(mcp.MethodPromptsGet):
 		name, _ := relay.String(pv[pName])
 		pr, ok := t.prompts[name]
 		if !ok {
 			return routed{}, false
 		}
-		return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: rename(params, "name", name, pr.name)}}, true
+		return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: params, Edit: rename("name", name, pr.name)}}, true
 	case string(mcp.MethodResourcesRead):
 		uri, _ := relay.String(pv[pURI])
 		srv, ok := t.resourceServer(uri)
@@ -465,13 +467,13 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 	return routed{}, false
 }
 
-// rename sets member key from exposed to the upstream's name, and leaves
-// out the client's _meta (the upstream's era has its own).
-func rename(params []byte, key, exposed, upstream string) []byte {
+// rename is the edit that sets member key from exposed to the upstream's
+// name and leaves out the client's _meta (the upstream's era has its own).
+func rename(key, exposed, upstream string) *relay.Edit {
 	if exposed == upstream {
-		return relay.WithoutMember(params, "_meta")
+		return &relay.Edit{Drop: "_meta"}
 	}
-	return relay.Rewrite(params, key, relay.AppendString(nil, upstream), "_meta")
+	return &relay.Edit{Key: key, Value: relay.AppendString(nil, upstream), Drop: "_meta"}
 }
 
 // withName is ref with its name set from exposed to the upstream's.

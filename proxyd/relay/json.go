@@ -310,20 +310,58 @@ func memberSpan(obj []byte, key string) (start, end int, ok bool) {
 }
 
 // Rewrite is WithoutMember(WithMember(obj, key, value), drop) with one
-// copy of obj where both members are there: the relay renames a call's
-// target and leaves out the client's _meta, and the params of a call can
-// be megabytes.
+// copy of obj: the relay renames a call's target and leaves out the
+// client's _meta, and the params of a call can be megabytes.
 func Rewrite(obj []byte, key string, value []byte, drop string) []byte {
-	_, ks, ke, ok := member(obj, key)
-	ds, de, dok := memberSpan(obj, drop)
-	if !ok || !dok || key == drop {
-		return WithoutMember(WithMember(obj, key, value), drop)
+	return (&Edit{Key: key, Value: value, Drop: drop}).Apply(obj)
+}
+
+// Edit is a change of a request's params (Key set to Value unless Value
+// is nil, then Drop removed) that is made where the request is framed: there
+// the edited params are the parts of the original around the change, sent
+// in turn, so large params are copied once, into the request's body.
+type Edit struct {
+	Key   string
+	Value []byte
+	Drop  string
+}
+
+// Apply returns obj edited: a copy, or obj itself when the edit changes
+// nothing (a nil Edit changes nothing).
+func (e *Edit) Apply(obj []byte) []byte {
+	parts := e.Parts(obj)
+	if len(parts) == 1 {
+		return parts[0]
 	}
-	kv := appendKey(nil, key)
-	if ds < ks {
-		return concat(obj[:ds], obj[de:ks], kv, value, obj[ke:])
+	return concat(parts...)
+}
+
+// Parts returns obj edited as parts that join to the result: sub-slices of
+// obj and the new member, obj not copied. An edit that is not a plain
+// cut and splice of obj (a key to add, or the same key set and dropped)
+// is one part, copied.
+func (e *Edit) Parts(obj []byte) [][]byte {
+	if e == nil {
+		return [][]byte{obj}
 	}
-	return concat(obj[:ks], kv, value, obj[ke:ds], obj[de:])
+	ds, de, dok := memberSpan(obj, e.Drop)
+	if e.Value == nil {
+		if !dok {
+			return [][]byte{obj}
+		}
+		return [][]byte{obj[:ds], obj[de:]}
+	}
+	_, ks, ke, ok := member(obj, e.Key)
+	kv := appendKey(nil, e.Key)
+	switch {
+	case ok && !dok:
+		return [][]byte{obj[:ks], kv, e.Value, obj[ke:]}
+	case !ok || e.Key == e.Drop:
+		return [][]byte{WithoutMember(WithMember(obj, e.Key, e.Value), e.Drop)}
+	case ds < ks:
+		return [][]byte{obj[:ds], obj[de:ks], kv, e.Value, obj[ke:]}
+	}
+	return [][]byte{obj[:ks], kv, e.Value, obj[ke:ds], obj[de:]}
 }
 
 func appendKey(b []byte, key string) []byte {

@@ -23,8 +23,14 @@ type Exchange struct {
 	// the resource URI ("" for methods without one).
 	Name string
 	// Params is the request's params as a JSON object without _meta (nil:
-	// none); the upstream connection adds _meta for its era.
+	// none), once Edit is made; the upstream connection adds _meta for
+	// its era.
 	Params json.RawMessage
+	// Edit, when set, is the change of Params still to make (the client's
+	// name of the target mapped to the upstream's, its _meta left out):
+	// the upstream connection makes it as it frames the request. Members
+	// the relay reads (requestState, inputResponses) are not changed by it.
+	Edit *Edit
 	// Meta holds the client's own _meta members to pass on, as a JSON
 	// object (nil: none). The era's keys and progressToken are not in it.
 	Meta json.RawMessage

@@ -334,13 +334,13 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 			header[headerName] = []string{v}
 		}
 		if tool != nil && tool.ParamHeaders {
-			for k, v := range mcp.GenerateParamHeaders(&tool.Tool, params) {
+			for k, v := range mcp.GenerateParamHeaders(&tool.Tool, x.ex.Edit.Apply(params)) {
 				header.Set(k, v)
 			}
 		}
 	}
 	if hc != nil && c.cfg.EffectiveTransport() == config.TransportStreamableHTTP {
-		res, err := c.post(ctx, cl, w, hc, x, params, meta, header)
+		res, err := c.post(ctx, cl, w, hc, x, x.ex.Edit.Parts(params), meta, header)
 		if x.token != "" || x.ex.LogLevel != "" {
 			// Its notifications may have come on a standing stream: they
 			// are taken in first, and leave with the answer.
@@ -352,6 +352,7 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 		return res, err
 	}
+	params = x.ex.Edit.Apply(params)
 	if meta != nil {
 		params = withMeta(params, meta)
 	}

@@ -44,7 +44,7 @@ func parseMessage(b []byte) (relay.Message, error) {
 const sseResumes = 100
 
 // post sends x as an HTTP POST and reads its answer.
-func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params, meta json.RawMessage, header http.Header) (json.RawMessage, error) {
+func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params [][]byte, meta json.RawMessage, header http.Header) (json.RawMessage, error) {
 
 	sid := ""
 	if !w.modern() {
@@ -131,10 +131,11 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 }
 
 // envelope is the JSON-RPC request (id, method, params with "_meta":
-// meta added when meta is set) as the parts of its body: the params, which
-// can be megabytes, are sent from where they are, not copied into a
+// meta added when meta is set) as the parts of its body. params are the
+// parts the params join to (none, or only empty ones: no params); they
+// are sent from where they are, as the body's parts, not copied into a
 // buffer of the whole body first.
-func envelope(id, method string, params, meta json.RawMessage) [][]byte {
+func envelope(id, method string, params [][]byte, meta json.RawMessage) [][]byte {
 	head := make([]byte, 0, 48+len(id)+len(method))
 	head = append(head, `{"jsonrpc":"2.0","id":"`...)
 	head = append(head, id...)
@@ -144,10 +145,10 @@ func envelope(id, method string, params, meta json.RawMessage) [][]byte {
 	case meta != nil:
 		head = append(head, `,"params":`...)
 		open, tail := metaParts(params, meta)
-		return [][]byte{head, open, append(tail, '}')}
-	case params != nil:
+		return slices.Concat([][]byte{head}, open, [][]byte{append(tail, '}')})
+	case size(params) > 0:
 		head = append(head, `,"params":`...)
-		return [][]byte{head, params, []byte("}")}
+		return slices.Concat([][]byte{head}, params, [][]byte{[]byte("}")})
 	}
 	return [][]byte{append(head, '}')}
 }
@@ -155,11 +156,7 @@ func envelope(id, method string, params, meta json.RawMessage) [][]byte {
 // bodyOf sets parts as req's body, its length and GetBody (a request may
 // be sent again: see standardHeaders).
 func bodyOf(req *http.Request, parts [][]byte) {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	req.ContentLength = int64(n)
+	req.ContentLength = int64(size(parts))
 	req.GetBody = func() (io.ReadCloser, error) {
 		rs := make([]io.Reader, len(parts))
 		for i, p := range parts {

@@ -121,27 +121,74 @@ func rawRequest(ctx context.Context, cl *client.Client, w wire, method, name str
 
 // withMeta adds "_meta": meta to the JSON object params (nil: none).
 func withMeta(params, meta json.RawMessage) json.RawMessage {
-	open, tail := metaParts(params, meta)
-	return bytes.Join([][]byte{open, tail}, nil)
+	open, tail := metaParts([][]byte{params}, meta)
+	return bytes.Join(append(open, tail), nil)
 }
 
-// metaParts splits params with "_meta": meta added into the params
-// without their closing brace (a sub-slice, not a copy) and the rest:
-// the caller joins them into the buffer it builds, so large params are
-// copied once.
-func metaParts(params, meta json.RawMessage) (open, tail []byte) {
-	params = bytes.TrimSpace(params)
-	if len(params) < 2 {
-		params = json.RawMessage("{}")
+// metaParts splits params (parts that join to them) with "_meta": meta
+// added into the parts up to the params' closing brace (sub-slices, not
+// copies) and the rest: the caller sends or joins them in turn, so large
+// params are not copied for it.
+func metaParts(params [][]byte, meta json.RawMessage) (open [][]byte, tail []byte) {
+	params = trimParts(params)
+	if size(params) < 2 {
+		params = [][]byte{[]byte("{}")}
 	}
-	open = params[:len(params)-1]
+	last := params[len(params)-1]
+	open = append(params[:len(params)-1:len(params)-1], last[:len(last)-1])
 	tail = make([]byte, 0, len(meta)+10)
-	if len(bytes.TrimSpace(params[1:len(params)-1])) > 0 {
+	if hasMembers(open) {
 		tail = append(tail, ',')
 	}
 	tail = append(tail, `"_meta":`...)
 	tail = append(tail, meta...)
 	return open, append(tail, '}')
+}
+
+// trimParts is parts without the spaces the whole they join to starts and
+// ends with, and without empty parts.
+func trimParts(parts [][]byte) [][]byte {
+	out := make([][]byte, 0, len(parts))
+	for _, p := range parts {
+		if len(out) == 0 {
+			p = bytes.TrimLeft(p, " \t\r\n")
+		}
+		if len(p) > 0 {
+			out = append(out, p)
+		}
+	}
+	for len(out) > 0 {
+		last := bytes.TrimRight(out[len(out)-1], " \t\r\n")
+		if len(last) > 0 {
+			out[len(out)-1] = last
+			break
+		}
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+// hasMembers reports whether open, an object's parts up to its closing
+// brace, holds anything but spaces after its opening brace.
+func hasMembers(open [][]byte) bool {
+	first := true
+	for _, p := range open {
+		if first && len(p) > 0 {
+			p, first = p[1:], false
+		}
+		if len(bytes.TrimLeft(p, " \t\r\n")) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func size(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
 }
 
 // CallParams encodes the params of a tools/call.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 func TestWithMeta(t *testing.T) {
@@ -44,14 +45,22 @@ func TestWithMeta(t *testing.T) {
 }
 
 func TestEnvelope(t *testing.T) {
+	rename := &relay.Edit{Key: "name", Value: []byte(`"x"`), Drop: "_meta"}
+	dropMeta := &relay.Edit{Drop: "_meta"}
 	tests := []struct {
-		name, method, params, meta, want string
+		name, method, params string
+		edit                 *relay.Edit
+		meta, want           string
 	}{
-		{"no params", "ping", ``, ``, `{"jsonrpc":"2.0","id":"7","method":"ping"}`},
-		{"params", "tools/call", `{"name":"echo"}`, ``, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"echo"}}`},
-		{"params and meta", "tools/call", `{"name":"echo"}`, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"echo","_meta":{"k":1}}}`},
-		{"meta alone", "tools/list", ``, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"tools/list","params":{"_meta":{"k":1}}}`},
-		{"method needing escapes", `a"b`, ``, ``, `{"jsonrpc":"2.0","id":"7","method":"a\"b"}`},
+		{"no params", "ping", ``, nil, ``, `{"jsonrpc":"2.0","id":"7","method":"ping"}`},
+		{"params", "tools/call", `{"name":"echo"}`, nil, ``, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"echo"}}`},
+		{"params and meta", "tools/call", `{"name":"echo"}`, nil, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"echo","_meta":{"k":1}}}`},
+		{"meta alone", "tools/list", ``, nil, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"tools/list","params":{"_meta":{"k":1}}}`},
+		{"method needing escapes", `a"b`, ``, nil, ``, `{"jsonrpc":"2.0","id":"7","method":"a\"b"}`},
+		{"renamed", "tools/call", `{"name":"s__x","arguments":{"t":1}}`, rename, ``, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"x","arguments":{"t":1}}}`},
+		{"renamed, client's meta left out", "tools/call", ` {"_meta":{"a":1}, "name":"s__x"} `, rename, ``, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params": { "name":"x"} }`},
+		{"renamed, with meta", "tools/call", `{"name":"s__x","_meta":{"a":1}} `, rename, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"tools/call","params":{"name":"x","_meta":{"k":1}}}`},
+		{"client's meta was all", "resources/read", `{"_meta":{"a":1}}`, dropMeta, `{"k":1}`, `{"jsonrpc":"2.0","id":"7","method":"resources/read","params":{"_meta":{"k":1}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,11 +71,11 @@ func TestEnvelope(t *testing.T) {
 			if tt.meta != "" {
 				meta = json.RawMessage(tt.meta)
 			}
-			parts := envelope("7", tt.method, params, meta)
+			parts := envelope("7", tt.method, tt.edit.Parts(params), meta)
 			if got := bytes.Join(parts, nil); string(got) != tt.want || !json.Valid(got) {
 				t.Fatalf("envelope = %s, want %s", got, tt.want)
 			}
-			if params != nil && !slices.ContainsFunc(parts, func(p []byte) bool {
+			if len(params) > 100 && !slices.ContainsFunc(parts, func(p []byte) bool {
 				return len(p) > 0 && &p[0] == &params[0]
 			}) {
 				t.Errorf("envelope copied the params: it should send them from where they are")
@@ -81,6 +90,28 @@ func TestEnvelope(t *testing.T) {
 				req.Body, _ = req.GetBody()
 			}
 		})
+	}
+}
+
+// Large params, renamed or not, go into the request's body without a copy.
+func TestEnvelopeSendsLargeParamsInPlace(t *testing.T) {
+	params := json.RawMessage(`{"name":"s__echo","arguments":{"text":"` + strings.Repeat("x", 64<<10) + `"}}`)
+	for _, edit := range []*relay.Edit{nil, {Key: "name", Value: []byte(`"echo"`), Drop: "_meta"}} {
+		for _, meta := range []json.RawMessage{nil, json.RawMessage(`{"k":1}`)} {
+			parts := envelope("7", "tools/call", edit.Parts(params), meta)
+			copied := size(parts)
+			for _, p := range parts {
+				if i := bytes.Index(params, p); len(p) > 0 && i >= 0 && &p[0] == &params[i] {
+					copied -= len(p) // a sub-slice of params
+				}
+			}
+			if copied > 200 {
+				t.Errorf("edit %v, meta %s: %d bytes of the body are copies", edit != nil, meta, copied)
+			}
+			if !json.Valid(bytes.Join(parts, nil)) {
+				t.Errorf("edit %v, meta %s: invalid body", edit != nil, meta)
+			}
+		}
 	}
 }
 
