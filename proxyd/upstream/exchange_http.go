@@ -43,9 +43,9 @@ func parseMessage(b []byte) (relay.Message, error) {
 // client poll with Last-Event-ID).
 const sseResumes = 100
 
-// post sends x as an HTTP POST and reads its answer.
+// post sends x as an HTTP POST and reads its answer; params are the
+// parts the request's params join to (see envelope).
 func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Client, x *exchange, params [][]byte, meta json.RawMessage, header http.Header) (json.RawMessage, error) {
-
 	sid := ""
 	if !w.modern() {
 		sid = cl.GetSessionId()
@@ -75,11 +75,15 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		stopCancel()
 		rcancel(nil)
 	}()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, nil)
+	// One buffer, which net/http knows is in memory: it sends the headers
+	// and a small body in one write. A body it does not know (an
+	// io.MultiReader of the parts) has its headers flushed on their own
+	// and each part written apart: four writes for a small call.
+	body := bytes.Join(envelope(x.id, x.ex.Method, params, meta), nil)
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("building the request: %w", err)
 	}
-	bodyOf(req, envelope(x.id, x.ex.Method, params, meta))
 	if header != nil {
 		req.Header = header
 	} else {
@@ -132,9 +136,8 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 
 // envelope is the JSON-RPC request (id, method, params with "_meta":
 // meta added when meta is set) as the parts of its body. params are the
-// parts the params join to (none, or only empty ones: no params); they
-// are sent from where they are, as the body's parts, not copied into a
-// buffer of the whole body first.
+// parts the params join to (none, or only empty ones: no params): the
+// params, edited or not, are copied once, as the parts are joined.
 func envelope(id, method string, params [][]byte, meta json.RawMessage) [][]byte {
 	head := make([]byte, 0, 48+len(id)+len(method))
 	head = append(head, `{"jsonrpc":"2.0","id":"`...)
@@ -151,20 +154,6 @@ func envelope(id, method string, params [][]byte, meta json.RawMessage) [][]byte
 		return slices.Concat([][]byte{head}, params, [][]byte{[]byte("}")})
 	}
 	return [][]byte{append(head, '}')}
-}
-
-// bodyOf sets parts as req's body, its length and GetBody (a request may
-// be sent again: see standardHeaders).
-func bodyOf(req *http.Request, parts [][]byte) {
-	req.ContentLength = int64(size(parts))
-	req.GetBody = func() (io.ReadCloser, error) {
-		rs := make([]io.Reader, len(parts))
-		for i, p := range parts {
-			rs[i] = bytes.NewReader(p)
-		}
-		return io.NopCloser(io.MultiReader(rs...)), nil
-	}
-	req.Body, _ = req.GetBody()
 }
 
 // outcome is a response message's result or error.
