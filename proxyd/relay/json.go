@@ -317,9 +317,10 @@ func Rewrite(obj []byte, key string, value []byte, drop string) []byte {
 }
 
 // Edit is a change of a request's params (Key set to Value unless Value
-// is nil, then Drop removed) that is made where the request is framed: there
-// the edited params are the parts of the original around the change, sent
-// in turn, so large params are copied once, into the request's body.
+// is nil, then Drop removed) that is made where the request is framed:
+// there the edited params are the parts of the original around the
+// change, joined with the envelope, so large params are copied once, into
+// the request's body.
 type Edit struct {
 	Key   string
 	Value []byte

@@ -127,8 +127,8 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 
 // metaParts splits params (parts that join to them) with "_meta": meta
 // added into the parts up to the params' closing brace (sub-slices, not
-// copies) and the rest: the caller sends or joins them in turn, so large
-// params are not copied for it.
+// copies) and the rest: the caller joins them with what surrounds them,
+// so large params are copied once.
 func metaParts(params [][]byte, meta json.RawMessage) (open [][]byte, tail []byte) {
 	params = trimParts(params)
 	if size(params) < 2 {
