@@ -294,7 +294,6 @@ func looksHTML(b []byte) bool {
 		bytes.HasPrefix(head, []byte("<center"))
 }
 
-// jsonRPCErrorCode returns the error code of a JSON-RPC error response.
 // hasErrorMember reports whether the JSON object b has a member "error"
 // (in any case, as encoding/json reads keys). Only b's own members are
 // read, which is a skip over a large result's content, not a search of
@@ -307,6 +306,7 @@ func hasErrorMember(b []byte) bool {
 	return found
 }
 
+// jsonRPCErrorCode returns the error code of a JSON-RPC error response.
 func jsonRPCErrorCode(b []byte) (int, bool) {
 	var msg struct {
 		JSONRPC string `json:"jsonrpc"`
