@@ -36,7 +36,7 @@ type resultUpstream struct {
 }
 
 func (u resultUpstream) Relay(context.Context, *Exchange) (json.RawMessage, error) { return u.res, nil }
-func (u resultUpstream) Modern() bool                                           { return u.modern }
+func (u resultUpstream) Modern() bool                                              { return u.modern }
 
 type legacyPeer struct{ modernPeer }
 
