@@ -436,7 +436,7 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 		if !ok {
 			return routed{}, false
 		}
-		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: relay.WithoutMember(params, "_meta")}}, true
+		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params, Edit: dropMeta}}, true
 	case string(mcp.MethodCompletionComplete):
 		ref := pv[pRef]
 		var rv [len(refKeys)][]byte
@@ -451,8 +451,11 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 			if !ok {
 				return routed{}, false
 			}
-			return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name,
-				Params: relay.Rewrite(params, "ref", withName(ref, name, pr.name), "_meta")}}, true
+			edit := dropMeta
+			if name != pr.name {
+				edit = &relay.Edit{Key: "ref", Value: withName(ref, pr.name), Drop: "_meta"}
+			}
+			return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: params, Edit: edit}}, true
 		case "ref/resource":
 			uri, _ := relay.String(rv[2])
 			srv, ok := t.templateServer(uri)
@@ -461,26 +464,26 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 					return routed{}, false
 				}
 			}
-			return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: relay.WithoutMember(params, "_meta")}}, true
+			return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params, Edit: dropMeta}}, true
 		}
 	}
 	return routed{}, false
 }
 
+// dropMeta leaves out the client's _meta (the upstream's era has its own).
+var dropMeta = &relay.Edit{Drop: "_meta"}
+
 // rename is the edit that sets member key from exposed to the upstream's
-// name and leaves out the client's _meta (the upstream's era has its own).
+// name and leaves out the client's _meta.
 func rename(key, exposed, upstream string) *relay.Edit {
 	if exposed == upstream {
-		return &relay.Edit{Drop: "_meta"}
+		return dropMeta
 	}
 	return &relay.Edit{Key: key, Value: relay.AppendString(nil, upstream), Drop: "_meta"}
 }
 
-// withName is ref with its name set from exposed to the upstream's.
-func withName(ref []byte, exposed, upstream string) []byte {
-	if exposed == upstream {
-		return ref
-	}
+// withName is ref with its name set to the upstream's.
+func withName(ref []byte, upstream string) []byte {
 	return relay.WithMember(ref, "name", relay.AppendString(nil, upstream))
 }
 
