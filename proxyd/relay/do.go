@@ -406,11 +406,23 @@ func (s Shape) Append(dst []byte, res json.RawMessage) []byte {
 	case Legacy:
 		return appendWithoutMember(dst, res, "resultType")
 	case Modern:
-		if _, ok := Member(res, "resultType"); !ok {
-			return appendWithMember(dst, res, "resultType", []byte(`"complete"`))
+		if parts, ok := withResultType(res); ok {
+			for _, p := range parts {
+				dst = append(dst, p...)
+			}
+			return dst
 		}
 	}
 	return append(dst, res...)
+}
+
+// withResultType is res with resultType "complete" added, as parts to
+// join; ok is false when res has a resultType (or is not an object).
+func withResultType(res json.RawMessage) (parts [5][]byte, ok bool) {
+	if _, found := Member(res, "resultType"); found {
+		return parts, false
+	}
+	return addedFirst(res, "resultType", []byte(`"complete"`))
 }
 
 // LegacyResult is a result as a legacy client takes it: without the modern
@@ -423,10 +435,11 @@ func LegacyResult(res json.RawMessage) json.RawMessage {
 
 // ModernResult is a result as a modern client takes it: with resultType.
 func ModernResult(res json.RawMessage) json.RawMessage {
-	if _, ok := Member(res, "resultType"); ok {
+	parts, ok := withResultType(res)
+	if !ok {
 		return res
 	}
-	return WithMember(res, "resultType", []byte(`"complete"`))
+	return concat(parts[:]...)
 }
 
 // recordRequests notes the input requests of an input_required result.

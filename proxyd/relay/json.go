@@ -234,10 +234,16 @@ func WithMember(obj []byte, key string, value []byte) []byte {
 // withMember is WithMember's result as parts to join; ok is false when
 // obj is not an object.
 func withMember(obj []byte, key string, value []byte) (parts [5][]byte, ok bool) {
-	kv := appendKey(nil, key)
 	if _, start, end, found := member(obj, key); found {
-		return [5][]byte{obj[:start], kv, value, obj[end:]}, true
+		return [5][]byte{obj[:start], appendKey(nil, key), value, obj[end:]}, true
 	}
+	return addedFirst(obj, key, value)
+}
+
+// addedFirst is obj with key: value added as its first member, as parts
+// to join, for a caller that knows obj has no such member; ok is false
+// when obj is not an object.
+func addedFirst(obj []byte, key string, value []byte) (parts [5][]byte, ok bool) {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return parts, false
@@ -246,7 +252,7 @@ func withMember(obj []byte, key string, value []byte) (parts [5][]byte, ok bool)
 	if j := skipSpace(obj, i+1); j < len(obj) && obj[j] != '}' {
 		comma = []byte{','}
 	}
-	return [5][]byte{obj[:i+1], kv, value, comma, obj[i+1:]}, true
+	return [5][]byte{obj[:i+1], appendKey(nil, key), value, comma, obj[i+1:]}, true
 }
 
 // WithoutMember returns obj without key (unchanged when absent).
@@ -256,19 +262,6 @@ func WithoutMember(obj []byte, key string) []byte {
 		return obj
 	}
 	return concat(obj[:start], obj[end:])
-}
-
-// appendWithMember appends obj with key set to value to dst (see
-// WithMember).
-func appendWithMember(dst, obj []byte, key string, value []byte) []byte {
-	parts, ok := withMember(obj, key, value)
-	if !ok {
-		return append(dst, obj...)
-	}
-	for _, p := range parts {
-		dst = append(dst, p...)
-	}
-	return dst
 }
 
 // appendWithoutMember appends obj without key to dst (see WithoutMember).
