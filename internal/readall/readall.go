@@ -29,36 +29,83 @@ var chunks = sync.Pool{New: func() any { return new(chunk) }}
 // comes after a full buffer is read into pooled chunks, and buf and the
 // chunks are then copied once into a new buffer of exactly their length.
 func Into(buf []byte, r io.Reader) ([]byte, error) {
-	for len(buf) < cap(buf) {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+	b := Body{buf: buf}
+	_, err := b.ReadFrom(r)
+	return b.Bytes(), err
+}
+
+// A Body is a body read in steps: a look at its head first, the rest
+// later. Its bytes are read as Into reads them, and joined only when they
+// are wanted, so a head read into chunks is not joined once for the look
+// and again with the rest.
+type Body struct {
+	buf   []byte   // read into in place while it has room
+	parts [][]byte // what came after buf was full, in chunks
+	held  []*chunk // the chunks, back to the pool once joined
+}
+
+// NewBody starts a body in buf, whose capacity is the room it is read
+// into in place.
+func NewBody(buf []byte) *Body { return &Body{buf: buf} }
+
+// ReadFrom reads r until EOF, which it does not return as an error.
+func (b *Body) ReadFrom(r io.Reader) (int64, error) {
+	start := b.Len()
+	for len(b.buf) < cap(b.buf) {
+		n, err := r.Read(b.buf[len(b.buf):cap(b.buf)])
+		b.buf = b.buf[:len(b.buf)+n]
 		if err != nil {
-			return buf, eofIsEnd(err)
+			return int64(b.Len() - start), eofIsEnd(err)
 		}
 	}
-	parts := [][]byte{buf}
-	var held []*chunk
-	defer func() {
-		for _, c := range held {
-			chunks.Put(c)
-		}
-	}()
 	var err error
 	for err == nil {
 		c := chunks.Get().(*chunk)
-		held = append(held, c)
+		b.held = append(b.held, c)
 		n := 0
 		for n < chunkSize && err == nil {
 			var k int
 			k, err = r.Read(c[n:])
 			n += k
 		}
-		parts = append(parts, c[:n])
+		if n > 0 {
+			b.parts = append(b.parts, c[:n])
+		}
 	}
-	if len(parts) == 2 && len(parts[1]) == 0 {
-		return buf, eofIsEnd(err) // buf held the body exactly
+	return int64(b.Len() - start), eofIsEnd(err)
+}
+
+// Len is the number of bytes read.
+func (b *Body) Len() int {
+	n := len(b.buf)
+	for _, p := range b.parts {
+		n += len(p)
 	}
-	return bytes.Join(parts, nil), eofIsEnd(err)
+	return n
+}
+
+// Head copies up to n of the first bytes read.
+func (b *Body) Head(n int) []byte {
+	out := make([]byte, 0, min(n, b.Len()))
+	for _, p := range append([][]byte{b.buf}, b.parts...) {
+		out = append(out, p[:min(len(p), n-len(out))]...)
+	}
+	return out
+}
+
+// Bytes returns the bytes read: the buffer the body started in when they
+// fit in it, else one new buffer of exactly their length (the chunks go
+// back to the pool, and a later ReadFrom reads on after it).
+func (b *Body) Bytes() []byte {
+	if len(b.parts) > 0 {
+		b.buf = bytes.Join(append([][]byte{b.buf}, b.parts...), nil)
+		b.parts = nil
+	}
+	for _, c := range b.held {
+		chunks.Put(c)
+	}
+	b.held = nil
+	return b.buf
 }
 
 func eofIsEnd(err error) error {

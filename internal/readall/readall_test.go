@@ -50,3 +50,52 @@ func TestInto(t *testing.T) {
 		})
 	}
 }
+
+// A body read in steps (a limited head, then the rest) holds the same
+// bytes as one read whole, in the given buffer while they fit, else in
+// one buffer of exactly their length; Head copies its first bytes
+// wherever they are.
+func TestBodyInSteps(t *testing.T) {
+	huge := strings.Repeat("0123456789abcdef", 7<<10) // three and a half chunks
+	for _, tt := range []struct {
+		name       string
+		size, head int // the buffer's capacity; the first step's length
+		inPlace    bool
+	}{
+		{name: "unknown length, head in chunks", size: 0, head: 64<<10 + 1},
+		{name: "unknown length, short head", size: 0, head: 10},
+		{name: "sized for the body", size: len(huge) + 1, head: 64<<10 + 1, inPlace: true},
+		{name: "head past the buffer", size: 100, head: 40 << 10},
+		{name: "head is the body", size: 0, head: len(huge) + 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			buf := make([]byte, 0, tt.size)
+			b := NewBody(buf)
+			r := strings.NewReader(huge)
+			if _, err := b.ReadFrom(io.LimitReader(r, int64(tt.head))); err != nil {
+				t.Fatal(err)
+			}
+			want := huge[:min(tt.head, len(huge))]
+			if b.Len() != len(want) || string(b.Head(600)) != want[:min(600, len(want))] {
+				t.Fatalf("after the head: Len %d, Head %.20q; want %d, %.20q", b.Len(), b.Head(600), len(want), want)
+			}
+			n, err := b.ReadFrom(r)
+			if err != nil || int(n) != len(huge)-len(want) {
+				t.Fatalf("the rest: %d bytes, %v; want %d", n, err, len(huge)-len(want))
+			}
+			got := b.Bytes()
+			if string(got) != huge {
+				t.Fatalf("Bytes = %d bytes, want %d", len(got), len(huge))
+			}
+			if tt.inPlace != (cap(got) == cap(buf) && &got[0] == &buf[:1][0]) {
+				t.Errorf("in the given buffer: %v, want %v", !tt.inPlace, tt.inPlace)
+			}
+			if !tt.inPlace && cap(got) != len(got) {
+				t.Errorf("the body's %d bytes are in a buffer of %d", len(got), cap(got))
+			}
+			if again := b.Bytes(); &again[0] != &got[0] || len(again) != len(got) {
+				t.Error("Bytes a second time is not the same buffer")
+			}
+		})
+	}
+}

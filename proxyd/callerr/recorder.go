@@ -188,12 +188,11 @@ func mediaType(ct string) string {
 // than the limit is not parsed; a body without an "error" member is not
 // decoded either, which keeps large results cheap.
 func inspectBody(resp *http.Response, rec *Recorder, mediaType string) {
-	head, err := PeekBody(resp, peekLimit)
-	complete := err == nil && len(head) <= peekLimit
+	head, whole, err := PeekBody(resp, peekLimit)
 	trimmed := bytes.TrimSpace(head)
 	html := looksHTML(trimmed)
 	code, hasCode := 0, false
-	if complete && !html && hasErrorMember(trimmed) {
+	if whole && !html && hasErrorMember(trimmed) {
 		code, hasCode = jsonRPCErrorCode(trimmed)
 	}
 	rec.mu.Lock()
@@ -201,45 +200,58 @@ func inspectBody(resp *http.Response, rec *Recorder, mediaType string) {
 	if err != nil {
 		rec.f.TransportErr = err
 	}
-	rec.f.BodyComplete = complete
+	rec.f.BodyComplete = whole
 	rec.f.HTMLBody = rec.f.HTMLBody || html
 	rec.f.JSONRPCCode, rec.f.HasJSONRPCCode = code, hasCode
 }
 
+// headLook is how much of a body longer than a peek PeekBody hands out:
+// enough to tell what kind of body it is.
+const headLook = 512
+
 // PeekBody reads up to limit+1 bytes of resp's body and puts them back in
-// front of the rest, so later readers see the body unchanged. err is the
-// read error, if the body broke off (a reset mid-response): readers then
-// get the same error after the bytes that did arrive.
-func PeekBody(resp *http.Response, limit int64) (head []byte, err error) {
+// front of the rest, so later readers see the body unchanged. whole
+// reports that head is the entire body; else head is a copy of its first
+// bytes (up to 512, or what arrived before it broke off). err is the read
+// error, if the body broke off (a reset mid-response): readers then get
+// the same error after the bytes that did arrive.
+func PeekBody(resp *http.Response, limit int64) (head []byte, whole bool, err error) {
 	orig := resp.Body
 	// A declared length sizes the buffer for the whole body, so that
 	// ReadBody reads the rest into it without a copy (the response limit,
 	// below this layer, has refused lengths over it); a body of unknown
-	// length is read in chunks and kept at its size.
+	// length is read in chunks, which ReadBody joins once with the rest.
 	var buf []byte
 	if cl := resp.ContentLength; cl >= 0 {
 		buf = make([]byte, 0, cl+1)
 	}
-	head, err = readall.Into(buf, io.LimitReader(orig, limit+1))
-	rb := &replayBody{head: head, tail: orig, c: orig}
-	if err != nil {
+	body := readall.NewBody(buf)
+	_, err = body.ReadFrom(io.LimitReader(orig, limit+1))
+	rb := &replayBody{body: body, tail: orig, c: orig}
+	switch {
+	case err != nil:
+		head = body.Bytes()
 		rb.tail = errReader{err}
-	} else if int64(len(head)) <= limit {
+	case int64(body.Len()) <= limit:
+		head, whole = body.Bytes(), true
 		rb.whole = head
+	default:
+		head = body.Head(headLook)
 	}
 	resp.Body = rb
-	return head, err
+	return head, whole, err
 }
 
 // replayBody is a body read ahead by PeekBody.
 type replayBody struct {
-	// r replays head then tail, made at the first Read (a body read with
-	// ReadBody, the relay's every JSON answer, never needs it).
+	// r replays what was read ahead, then tail, made at the first Read (a
+	// body read with ReadBody, the relay's every JSON answer, never needs
+	// it).
 	r io.Reader
 	c io.Closer
-	// head and tail are the bytes read ahead and what follows them, until
+	// body and tail are the bytes read ahead and what follows them, until
 	// the first Read.
-	head []byte
+	body *readall.Body
 	tail io.Reader
 	// whole is the entire body when PeekBody read all of it, until the
 	// first Read.
@@ -248,8 +260,8 @@ type replayBody struct {
 
 func (b *replayBody) Read(p []byte) (int, error) {
 	if b.r == nil {
-		b.r = io.MultiReader(bytes.NewReader(b.head), b.tail)
-		b.head, b.tail, b.whole = nil, nil, nil
+		b.r = io.MultiReader(bytes.NewReader(b.body.Bytes()), b.tail)
+		b.body, b.tail, b.whole = nil, nil, nil
 	}
 	return b.r.Read(p)
 }
@@ -258,8 +270,9 @@ func (b *replayBody) Close() error { return b.c.Close() }
 
 // ReadBody reads all of body. A body PeekBody read ahead, and not read
 // since, is not copied again: the whole of it is handed out as it is, and
-// a longer one is read on after its head, in the head's buffer (which
-// PeekBody sized for the whole body when its length was declared).
+// a longer one is read on after its head, in the head's buffer when
+// PeekBody sized it for the whole body (a declared length), else in
+// chunks joined once with the head's.
 func ReadBody(body io.Reader) ([]byte, error) {
 	rb, ok := body.(*replayBody)
 	if !ok || rb.tail == nil {
@@ -268,9 +281,10 @@ func ReadBody(body io.Reader) ([]byte, error) {
 	b := rb.whole
 	var err error
 	if b == nil {
-		b, err = readall.Into(rb.head, rb.tail)
+		_, err = rb.body.ReadFrom(rb.tail)
+		b = rb.body.Bytes()
 	}
-	rb.head, rb.tail, rb.whole = nil, nil, nil
+	rb.body, rb.tail, rb.whole = nil, nil, nil
 	rb.r = eofReader{}
 	return b, err
 }

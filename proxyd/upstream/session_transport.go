@@ -118,6 +118,6 @@ func peekDeviation(resp *http.Response) bool {
 // peekBody reads up to deviationPeek bytes of the body and puts them back
 // in front of the rest; ok means that was the whole body.
 func peekBody(resp *http.Response) (head []byte, ok bool) {
-	head, err := callerr.PeekBody(resp, deviationPeek)
-	return head, err == nil && len(head) <= deviationPeek
+	head, whole, _ := callerr.PeekBody(resp, deviationPeek)
+	return head, whole
 }

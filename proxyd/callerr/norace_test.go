@@ -1,0 +1,5 @@
+//go:build !race
+
+package callerr
+
+const raceDetector = false
