@@ -78,7 +78,8 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	// One buffer, which net/http knows is in memory: it sends the headers
 	// and a small body in one write. A body it does not know (an
 	// io.MultiReader of the parts) has its headers flushed on their own
-	// and each part written apart: four writes for a small call.
+	// and each part written apart: four writes for a small call
+	// (TestRelayedCallIsOneWrite counts them).
 	body := bytes.Join(envelope(x.id, x.ex.Method, params, meta), nil)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
 	if err != nil {
