@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/tcpcount"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
-	"golang.org/x/sys/unix"
 )
 
 // A relayed call reaches the upstream in one write, in both eras, renamed
@@ -74,19 +74,16 @@ func renamedCall(params string) *Exchange {
 }
 
 // dataSegmentsOut is the count of data segments the kernel has sent on
-// conn, a TCP connection (or a connection wrapping one).
+// conn, a counted TCP connection.
 func dataSegmentsOut(t *testing.T, conn net.Conn) uint32 {
 	t.Helper()
 	cc, ok := conn.(*countedConn)
 	if !ok || cc.raw == nil {
 		t.Fatalf("connection %T is not a counted TCP connection", conn)
 	}
-	var info *unix.TCPInfo
-	var err error
-	if cerr := cc.raw.Control(func(fd uintptr) {
-		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); cerr != nil || err != nil {
-		t.Fatalf("TCP_INFO: %v %v", cerr, err)
+	_, out, err := tcpcount.DataSegments(cc.raw)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return info.Data_segs_out
+	return out
 }
