@@ -2,6 +2,7 @@ package proxyd
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,30 +16,13 @@ import (
 // combination, from a plain HTTP client: a profile of the call path ('make
 // bench' compares it with a bare reverse proxy).
 func BenchmarkRelayCall(b *testing.B) {
-	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fx.Close()
-	td := startDaemon(b, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fxl\n    url: %s\n    protocol: legacy\n  - name: fxm\n    url: %s\n    protocol: modern\n", fx.URL(), fx.URL()))
-	waitReady(b, td, "fxl")
-	waitReady(b, td, "fxm")
-	url, token := endpoint(b, td)
+	ep := startPinnedEras(b)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	post := func(body string, h map[string]string) (*http.Response, []byte) {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		resp, err := hc.Do(req)
+		resp, out, err := ep.post(context.Background(), hc, body, h)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		return resp, out
 	}
 	resp, _ := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"1"}}}`, nil)
@@ -90,4 +74,46 @@ func BenchmarkRelayCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// pinnedEras is a daemon in front of the fixture (both eras) with a server
+// entry pinned to each era: fxl (legacy) and fxm (modern).
+type pinnedEras struct {
+	url, token string
+}
+
+func startPinnedEras(tb testing.TB) pinnedEras {
+	tb.Helper()
+	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { fx.Close() })
+	td := startDaemon(tb, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fxl\n    url: %s\n    protocol: legacy\n  - name: fxm\n    url: %s\n    protocol: modern\n", fx.URL(), fx.URL()))
+	waitReady(tb, td, "fxl")
+	waitReady(tb, td, "fxm")
+	url, token := endpoint(tb, td)
+	return pinnedEras{url: url, token: token}
+}
+
+// post sends body to the endpoint as a client does, with headers h, and
+// reads the answer whole.
+func (p pinnedEras) post(ctx context.Context, hc *http.Client, body string, h map[string]string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, strings.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp, out, err
 }

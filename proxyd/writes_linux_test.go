@@ -4,15 +4,12 @@ package proxyd
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
 	"testing"
 
-	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/tcpcount"
 )
 
@@ -25,15 +22,7 @@ import (
 // (TCP_INFO), one a write on loopback with Nagle's algorithm off, as Go
 // sets it on both ends.
 func TestEndpointAnswersInOneWrite(t *testing.T) {
-	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fx.Close() })
-	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fxl\n    url: %s\n    protocol: legacy\n  - name: fxm\n    url: %s\n    protocol: modern\n", fx.URL(), fx.URL()))
-	waitReady(t, td, "fxl")
-	waitReady(t, td, "fxm")
-	url, token := endpoint(t, td)
+	ep := startPinnedEras(t)
 	hc := &http.Client{Transport: &http.Transport{}}
 	t.Cleanup(hc.CloseIdleConnections)
 	// post returns the answer and the data segments the client received
@@ -46,19 +35,10 @@ func TestEndpointAnswersInOneWrite(t *testing.T) {
 			conn = info.Conn
 			before = dataSegmentsIn(t, conn)
 		}}
-		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		resp, err := hc.Do(req)
+		resp, out, err := ep.post(httptrace.WithClientTrace(context.Background(), trace), hc, body, h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		return resp, string(out), dataSegmentsIn(t, conn) - before
 	}
 	resp, _, _ := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
