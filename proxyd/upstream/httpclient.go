@@ -38,6 +38,11 @@ func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds, st
 		// An answer is read through this buffer: with net/http's 4 KiB a
 		// 64 KiB answer took about six reads (system calls) more.
 		ReadBufferSize: 32 << 10,
+		// A request goes out through this one, headers and body together
+		// while they fit: with 4 KiB a larger body's rest went through a
+		// buffer io.Copy allocates per request (up to 32 KiB, cleared),
+		// in two more writes.
+		WriteBufferSize: 64 << 10,
 	}
 	if standing {
 		base.ForceAttemptHTTP2 = false
