@@ -41,7 +41,8 @@ func newHTTPClient(s config.Server, wrappers []Wrapper, streams streamBounds, st
 		// A request goes out through this one, headers and body together
 		// while they fit: with 4 KiB a larger body's rest went through a
 		// buffer io.Copy allocates per request (up to 32 KiB, cleared),
-		// in two more writes.
+		// in one or more writes of its own (TestRelayedCallIsOneWrite).
+		// A connection holds both buffers while it is open.
 		WriteBufferSize: 64 << 10,
 	}
 	if standing {
