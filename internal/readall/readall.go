@@ -29,7 +29,7 @@ var chunks = sync.Pool{New: func() any { return new(chunk) }}
 // comes after a full buffer is read into pooled chunks, and buf and the
 // chunks are then copied once into a new buffer of exactly their length.
 func Into(buf []byte, r io.Reader) ([]byte, error) {
-	b := Body{buf: buf}
+	b := NewBody(buf)
 	_, err := b.ReadFrom(r)
 	return b.Bytes(), err
 }
@@ -45,8 +45,9 @@ type Body struct {
 }
 
 // NewBody starts a body in buf, whose capacity is the room it is read
-// into in place.
-func NewBody(buf []byte) *Body { return &Body{buf: buf} }
+// into in place. It is a value, for a caller to keep in a struct of its
+// own rather than in an allocation of its own.
+func NewBody(buf []byte) Body { return Body{buf: buf} }
 
 // ReadFrom reads r until EOF, which it does not return as an error.
 func (b *Body) ReadFrom(r io.Reader) (int64, error) {

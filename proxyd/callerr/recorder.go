@@ -225,9 +225,9 @@ func PeekBody(resp *http.Response, limit int64) (head []byte, whole bool, err er
 	if cl := resp.ContentLength; cl >= 0 {
 		buf = make([]byte, 0, cl+1)
 	}
-	body := readall.NewBody(buf)
+	rb := &replayBody{body: readall.NewBody(buf), tail: orig, c: orig}
+	body := &rb.body
 	_, err = body.ReadFrom(io.LimitReader(orig, limit+1))
-	rb := &replayBody{body: body, tail: orig, c: orig}
 	switch {
 	case err != nil:
 		head = body.Bytes()
@@ -251,7 +251,7 @@ type replayBody struct {
 	c io.Closer
 	// body and tail are the bytes read ahead and what follows them, until
 	// the first Read.
-	body *readall.Body
+	body readall.Body
 	tail io.Reader
 	// whole is the entire body when PeekBody read all of it, until the
 	// first Read.
@@ -261,7 +261,7 @@ type replayBody struct {
 func (b *replayBody) Read(p []byte) (int, error) {
 	if b.r == nil {
 		b.r = io.MultiReader(bytes.NewReader(b.body.Bytes()), b.tail)
-		b.body, b.tail, b.whole = nil, nil, nil
+		b.body, b.tail, b.whole = readall.Body{}, nil, nil
 	}
 	return b.r.Read(p)
 }
@@ -284,7 +284,7 @@ func ReadBody(body io.Reader) ([]byte, error) {
 		_, err = rb.body.ReadFrom(rb.tail)
 		b = rb.body.Bytes()
 	}
-	rb.body, rb.tail, rb.whole = nil, nil, nil
+	rb.body, rb.tail, rb.whole = readall.Body{}, nil, nil
 	rb.r = eofReader{}
 	return b, err
 }
