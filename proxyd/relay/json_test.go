@@ -2,6 +2,8 @@ package relay
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -222,5 +224,68 @@ func TestSkipString(t *testing.T) {
 		if got := skipString([]byte(tt.in), 0); got != tt.want {
 			t.Errorf("skipString(%q) = %d, want %d", tt.in, got, tt.want)
 		}
+	}
+}
+
+// skipString reads a string in three ways (a short one byte by byte, a
+// long one a quote at a time, then byte by byte again after an escaped
+// quote): strings of every mix of escapes and plain runs, whose ends fall
+// on either side of each switch, end where encoding/json says.
+func TestSkipStringPhases(t *testing.T) {
+	pieces := []string{`"`, `\`, `\"`, "\n", "\u00e9", "\\\\", "a", strings.Repeat("b", 15), strings.Repeat("c", 31), strings.Repeat("d", 40)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 5000 {
+		var sb strings.Builder
+		for range rng.IntN(12) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		q, err := json.Marshal(sb.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := append(q, `,"next":"x"`...)
+		if got := skipString(in, 0); got != len(q) {
+			t.Fatalf("skipString(%s) = %d, want %d", in, got, len(q))
+		}
+	}
+}
+
+// BenchmarkMember looks for a member a large result does not have (a
+// legacy upstream's resultType): a pass over the whole of it, for each
+// shape a 64 KiB result takes. Plain text is read a quote at a time;
+// JSON in a text (what most tools return) has an escaped quote every few
+// bytes; structured content, a short string every few bytes.
+func BenchmarkMember(b *testing.B) {
+	type item struct {
+		ID   int      `json:"id"`
+		Name string   `json:"name"`
+		Tags []string `json:"tags"`
+	}
+	var items []item
+	for i := range 1100 {
+		items = append(items, item{i, fmt.Sprintf("payload %d", i), []string{"a", "b"}})
+	}
+	inner, _ := json.Marshal(items)
+	text := func(s string) []byte {
+		b, _ := json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": s}}})
+		return b
+	}
+	structured, _ := json.Marshal(map[string]any{"structuredContent": map[string]any{"items": items}})
+	for _, bb := range []struct {
+		name string
+		res  []byte
+	}{
+		{"text", text(strings.Repeat("benchmark payload ", 64<<10/18))},
+		{"json-text", text(string(inner))},
+		{"structured", structured},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bb.res)))
+			for b.Loop() {
+				if _, ok := Member(bb.res, "resultType"); ok {
+					b.Fatal("found")
+				}
+			}
+		})
 	}
 }
