@@ -412,6 +412,12 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 		return routed{}, false
 	}
 	params := msg.Params
+	// Without a _meta of the client's, there is nothing to leave out: no
+	// pass over params (which can be megabytes) looks for one.
+	var drop *relay.Edit
+	if pv[pMeta] != nil {
+		drop = dropMeta
+	}
 	switch msg.Method {
 	case string(mcp.MethodToolsCall):
 		name, _ := relay.String(pv[pName])
@@ -422,21 +428,21 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 		if args := pv[pArguments]; args != nil && args[0] != '{' && string(args) != "null" {
 			return routed{}, false // the library answers malformed arguments
 		}
-		return routed{Call: Call{Server: rt.server, Method: msg.Method, Name: rt.tool, Params: params, Edit: rename("name", name, rt.tool)}, tool: &rt}, true
+		return routed{Call: Call{Server: rt.server, Method: msg.Method, Name: rt.tool, Params: params, Edit: rename("name", name, rt.tool, drop)}, tool: &rt}, true
 	case string(mcp.MethodPromptsGet):
 		name, _ := relay.String(pv[pName])
 		pr, ok := t.prompts[name]
 		if !ok {
 			return routed{}, false
 		}
-		return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: params, Edit: rename("name", name, pr.name)}}, true
+		return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: params, Edit: rename("name", name, pr.name, drop)}}, true
 	case string(mcp.MethodResourcesRead):
 		uri, _ := relay.String(pv[pURI])
 		srv, ok := t.resourceServer(uri)
 		if !ok {
 			return routed{}, false
 		}
-		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params, Edit: dropMeta}}, true
+		return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params, Edit: drop}}, true
 	case string(mcp.MethodCompletionComplete):
 		ref := pv[pRef]
 		var rv [len(refKeys)][]byte
@@ -451,9 +457,9 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 			if !ok {
 				return routed{}, false
 			}
-			edit := dropMeta
+			edit := drop
 			if name != pr.name {
-				edit = &relay.Edit{Key: "ref", Value: withName(ref, pr.name), Drop: "_meta"}
+				edit = &relay.Edit{Key: "ref", Value: withName(ref, pr.name), Drop: metaKey(drop)}
 			}
 			return routed{Call: Call{Server: pr.server, Method: msg.Method, Name: pr.name, Params: params, Edit: edit}}, true
 		case "ref/resource":
@@ -464,7 +470,7 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 					return routed{}, false
 				}
 			}
-			return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params, Edit: dropMeta}}, true
+			return routed{Call: Call{Server: srv, Method: msg.Method, Name: uri, Params: params, Edit: drop}}, true
 		}
 	}
 	return routed{}, false
@@ -474,12 +480,20 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 var dropMeta = &relay.Edit{Drop: "_meta"}
 
 // rename is the edit that sets member key from exposed to the upstream's
-// name and leaves out the client's _meta.
-func rename(key, exposed, upstream string) *relay.Edit {
+// name and makes drop (dropMeta, or nil when there is no _meta).
+func rename(key, exposed, upstream string, drop *relay.Edit) *relay.Edit {
 	if exposed == upstream {
-		return dropMeta
+		return drop
 	}
-	return &relay.Edit{Key: key, Value: relay.AppendString(nil, upstream), Drop: "_meta"}
+	return &relay.Edit{Key: key, Value: relay.AppendString(nil, upstream), Drop: metaKey(drop)}
+}
+
+// metaKey is the member drop leaves out ("" for none).
+func metaKey(drop *relay.Edit) string {
+	if drop == nil {
+		return ""
+	}
+	return drop.Drop
 }
 
 // withName is ref with its name set to the upstream's.

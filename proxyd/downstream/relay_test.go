@@ -78,3 +78,46 @@ func TestClientMessage(t *testing.T) {
 		}
 	}
 }
+
+// A routed request's params reach the upstream as the client sent them
+// but for the target's name and the client's _meta: without either to
+// change there is no edit, and none looks for a _meta that is not there
+// (a pass over params that can be megabytes).
+func TestRouteEdits(t *testing.T) {
+	s := &Server{}
+	rt := newRoutes()
+	rt.tools["fx__echo"] = route{server: "fx", tool: "echo"}
+	rt.tools["echo"] = route{server: "fx", tool: "echo"}
+	rt.prompts["greet"] = promptRoute{server: "fx", name: "greet"}
+	rt.resources["file:///a"] = "fx"
+	s.table.Store(rt)
+	tests := []struct {
+		method, params, want string
+		edit                 bool
+	}{
+		{"tools/call", `{"name":"echo","arguments":{"":1}}`, `{"name":"echo","arguments":{"":1}}`, false},
+		{"tools/call", `{"name":"echo","arguments":{},"_meta":{"progressToken":1}}`, `{"name":"echo","arguments":{}}`, true},
+		{"tools/call", `{"name":"fx__echo","arguments":{},"":1}`, `{"name":"echo","arguments":{},"":1}`, true},
+		{"tools/call", `{"name":"fx__echo","_meta":{}}`, `{"name":"echo"}`, true},
+		{"prompts/get", `{"name":"greet"}`, `{"name":"greet"}`, false},
+		{"resources/read", `{"uri":"file:///a","":2}`, `{"uri":"file:///a","":2}`, false},
+		{"resources/read", `{"_meta":{},"uri":"file:///a"}`, `{"uri":"file:///a"}`, true},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"a","value":""}}`, `{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"a","value":""}}`, false},
+	}
+	for _, tt := range tests {
+		var pv paramValues
+		if !relay.Fields([]byte(tt.params), paramKeys[:], pv[:]) {
+			t.Fatalf("%s: ambiguous", tt.params)
+		}
+		r, ok := s.route(relay.Message{Method: tt.method, Params: []byte(tt.params)}, &pv)
+		if !ok {
+			t.Fatalf("%s %s: not routed", tt.method, tt.params)
+		}
+		if got := r.Edit.Apply(r.Params); string(got) != tt.want {
+			t.Errorf("%s %s: upstream gets %s, want %s", tt.method, tt.params, got, tt.want)
+		}
+		if (r.Edit != nil) != tt.edit {
+			t.Errorf("%s %s: edit %+v, want one: %v", tt.method, tt.params, r.Edit, tt.edit)
+		}
+	}
+}

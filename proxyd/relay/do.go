@@ -131,15 +131,16 @@ func (r *Relayer) Close() { r.parked.closeAll() }
 func (r *Relayer) Do(ctx context.Context, up Upstream, req *Request, peer Peer) (json.RawMessage, error) {
 	ex := req.Exchange
 	ex.Progress = req.ProgressToken != nil
-	if state := StringMember(ex.Params, "requestState"); isParkToken(state) {
-		if res, found, err := r.resume(ctx, state, req, peer); found {
+	state, answers := retryMembers(ex.Params)
+	if state := stringOf(state); isParkToken(state) {
+		if res, found, err := r.resume(ctx, state, answers, req, peer); found {
 			return res, err
 		}
 		if !up.Modern() {
 			return nil, &RPCError{Code: CodeInvalidParams, Message: "requestState is unknown or has expired (proxyd keeps a waiting call 5 minutes); call the tool again"}
 		}
 	}
-	recordAnswers(ex.Params, req.Stats)
+	recordAnswers(answers, req.Stats)
 	if up.Modern() {
 		ex.ClientCaps = peer.Caps().Raw
 		if peer.Modern() {
@@ -460,13 +461,31 @@ func recordRequests(res json.RawMessage, stats *Stats, act string) {
 	}
 }
 
-// recordAnswers notes the actions of a modern client's inputResponses.
-func recordAnswers(params json.RawMessage, stats *Stats) {
-	if stats == nil {
-		return
+// retryKeys are the members of a modern client's retried request.
+var retryKeys = []string{"requestState", "inputResponses"}
+
+// retryMembers reads a request's requestState and inputResponses (nil
+// when absent) in one pass over its params, which can be megabytes.
+func retryMembers(params json.RawMessage) (state, answers json.RawMessage) {
+	var v [2][]byte
+	if !Fields(params, retryKeys, v[:]) {
+		// Present twice or under another case: read as before, one by one.
+		v[0], _ = Member(params, retryKeys[0])
+		v[1], _ = Member(params, retryKeys[1])
 	}
-	raw, ok := Member(params, "inputResponses")
-	if !ok {
+	return v[0], v[1]
+}
+
+// stringOf is the JSON string raw ("" when absent or not a string).
+func stringOf(raw []byte) string {
+	s, _ := String(raw)
+	return s
+}
+
+// recordAnswers notes the actions of a modern client's inputResponses
+// (raw, nil when absent).
+func recordAnswers(raw json.RawMessage, stats *Stats) {
+	if stats == nil || raw == nil {
 		return
 	}
 	var answers map[string]json.RawMessage

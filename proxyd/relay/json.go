@@ -342,7 +342,8 @@ func Rewrite(obj []byte, key string, value []byte, drop string) []byte {
 }
 
 // Edit is a change of a request's params (Key set to Value unless Value
-// is nil, then Drop removed) that is made where the request is framed:
+// is nil, then Drop removed unless it is "") that is made where the
+// request is framed:
 // there the edited params are the parts of the original around the
 // change, joined with the envelope, so large params are copied once, into
 // the request's body.
@@ -370,7 +371,11 @@ func (e *Edit) Parts(obj []byte) [][]byte {
 	if e == nil {
 		return [][]byte{obj}
 	}
-	ds, de, dok := memberSpan(obj, e.Drop)
+	var ds, de int
+	dok := false
+	if e.Drop != "" {
+		ds, de, dok = memberSpan(obj, e.Drop)
+	}
 	if e.Value == nil {
 		if !dok {
 			return [][]byte{obj}
@@ -382,6 +387,8 @@ func (e *Edit) Parts(obj []byte) [][]byte {
 	switch {
 	case ok && !dok:
 		return [][]byte{obj[:ks], kv, e.Value, obj[ke:]}
+	case !ok && e.Drop == "":
+		return [][]byte{WithMember(obj, e.Key, e.Value)}
 	case !ok || e.Key == e.Drop:
 		return [][]byte{WithoutMember(WithMember(obj, e.Key, e.Value), e.Drop)}
 	case ds < ks:

@@ -231,7 +231,7 @@ func (r *Relayer) helpFirst(p *parked) {
 }
 
 // resume picks a parked call up again with the client's answers.
-func (r *Relayer) resume(ctx context.Context, token string, req *Request, peer Peer) (json.RawMessage, bool, error) {
+func (r *Relayer) resume(ctx context.Context, token string, raw json.RawMessage, req *Request, peer Peer) (json.RawMessage, bool, error) {
 	p := r.parked.take(token)
 	if p == nil {
 		return nil, false, nil
@@ -241,7 +241,7 @@ func (r *Relayer) resume(ctx context.Context, token string, req *Request, peer P
 		return nil, true, &RPCError{Code: CodeInvalidParams, Message: "requestState belongs to another request"}
 	}
 	var answers map[string]json.RawMessage
-	if raw, ok := Member(req.Exchange.Params, "inputResponses"); ok {
+	if raw != nil {
 		_ = json.Unmarshal(raw, &answers)
 	}
 	p.mu.Lock()
