@@ -59,6 +59,12 @@ var (
 // returns, so proxyd carries it both ways.
 var largeText = strings.Repeat("benchmark payload ", 64<<10/18)
 
+// largeRecords is a large argument as most tools' text is: JSON records,
+// about 64 KiB as a JSON string like largeText, which on the wire has an
+// escaped quote every few bytes: the slow path of reading a message,
+// where plain text is the fast one.
+var largeRecords = mcpserver.RecordsText(64 << 10)
+
 // directEchoFrom has the fixture answer the large rows' echo itself:
 // mcp-go decodes a 64 KiB message about ten times with encoding/json,
 // which made each call 5–13 ms, and the spread of that time swung the
@@ -381,7 +387,7 @@ func throughput(b *testing.B, p path, clients, calls int, how caller) float64 {
 }
 
 func methodNote() string {
-	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows): %d paired, %d rounds of %d, %d runs of %d",
+	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows: plain text; +64kj rows: JSON records): %d paired, %d rounds of %d, %d runs of %d",
 		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2,
 		large.reps*large.calls, large.rounds, large.block, large.reps, large.calls/2)
 }
@@ -674,11 +680,12 @@ func runCombos(b *testing.B, report *strings.Builder, upstream string, rproxy [2
 		"plain":    plain,
 		"progress": oneClient("calls with a progressToken (the fixture's progress tool, one notification: an SSE answer)", "p", "progress", "progress", "", true, small),
 		"large":    oneClient("calls with a 64 KiB argument (the echo tool returns it)", "64k", "64k", "echo", largeText, false, large),
+		"records":  oneClient("calls with a 64 KiB argument of JSON records (escaped quotes every few bytes; the echo tool returns it)", "64kj", "64k-records", "echo", largeRecords, false, large),
 	}
 	for _, kind := range rowKinds() {
 		run, ok := kinds[kind]
 		if !ok {
-			b.Fatalf("MCPX_BENCH_ROWS: no kind of rows %q (plain, progress, large)", kind)
+			b.Fatalf("MCPX_BENCH_ROWS: no kind of rows %q (plain, progress, large, records)", kind)
 		}
 		run()
 	}
@@ -686,12 +693,12 @@ func runCombos(b *testing.B, report *strings.Builder, upstream string, rproxy [2
 
 // rowKinds are the kinds of rows to run, in order: as MCPX_BENCH_ROWS
 // lists them (comma-separated; "large,plain" runs the large rows first),
-// or unset, plain, progress and large.
+// or unset, plain, progress, large and records.
 func rowKinds() []string {
 	if v := os.Getenv("MCPX_BENCH_ROWS"); v != "" {
 		return strings.Split(v, ",")
 	}
-	return []string{"plain", "progress", "large"}
+	return []string{"plain", "progress", "large", "records"}
 }
 
 func startProxyd(b *testing.B, upstream string) (url, token string, stop func()) {

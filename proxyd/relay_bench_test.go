@@ -3,6 +3,7 @@ package proxyd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,19 +36,27 @@ func BenchmarkRelayCall(b *testing.B) {
 	// that must carry it (a legacy upstream may send it on proxyd's GET
 	// stream, which proxyd settles before the result).
 	// The -64k calls carry a 64 KiB argument, which the echo tool
-	// returns: what proxyd does per byte of a message.
+	// returns: what proxyd does per byte of a message. The -64kjson
+	// calls' argument is JSON records in a text, as JSON in a string: an
+	// escaped quote every few bytes, the slow path of that work.
 	large := strings.Repeat("benchmark payload ", 64<<10/18)
+	quoted, _ := json.Marshal(mcpserver.RecordsText(64 << 10))
+	records := string(quoted[1 : len(quoted)-1])
 	for _, cb := range []struct{ name, tool string }{
 		{"legacy-legacy", "fxl__echo"}, {"legacy-modern", "fxm__echo"}, {"modern-legacy", "fxl__echo"}, {"modern-modern", "fxm__echo"},
 		{"legacy-legacy-progress", "fxl__progress"}, {"legacy-modern-progress", "fxm__progress"},
 		{"modern-legacy-progress", "fxl__progress"}, {"modern-modern-progress", "fxm__progress"},
 		{"legacy-legacy-64k", "fxl__echo"}, {"legacy-modern-64k", "fxm__echo"}, {"modern-legacy-64k", "fxl__echo"}, {"modern-modern-64k", "fxm__echo"},
+		{"legacy-legacy-64kjson", "fxl__echo"}, {"legacy-modern-64kjson", "fxm__echo"}, {"modern-legacy-64kjson", "fxl__echo"}, {"modern-modern-64kjson", "fxm__echo"},
 	} {
 		b.Run(cb.name, func(b *testing.B) {
 			progress := strings.HasSuffix(cb.name, "-progress")
 			text := "benchmark payload"
 			if strings.HasSuffix(cb.name, "-64k") {
 				text = large
+			}
+			if strings.HasSuffix(cb.name, "-64kjson") {
+				text = records
 			}
 			meta, legacyMeta := ``, ``
 			if progress {
@@ -65,10 +74,14 @@ func BenchmarkRelayCall(b *testing.B) {
 				}
 				body = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + cb.tool + `","arguments":{"text":"` + text + `"},"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 			}
+			want := "benchmark payload"
+			if text == records {
+				want = `record 1`
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				_, out := post(body, h)
-				if !bytes.Contains(out, []byte("benchmark payload")) || progress && !bytes.Contains(out, []byte("notifications/progress")) {
+				if !bytes.Contains(out, []byte(want)) || progress && !bytes.Contains(out, []byte("notifications/progress")) {
 					b.Fatalf("answer %s", out)
 				}
 			}
