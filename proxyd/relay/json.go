@@ -4,18 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
-
-	gojson "github.com/goccy/go-json"
 )
-
-// Valid reports whether b is one JSON value, exactly as encoding/json.Valid
-// decides (the MCP library's decoder, on either side of proxyd, reads with
-// encoding/json): go-json's check agrees with it (FuzzValid compares them,
-// nesting limit included) and reads a message several times faster, which
-// is most of what proxyd spends on a large one.
-func Valid(b []byte) bool {
-	return gojson.Valid(b)
-}
 
 // Results and params pass through as bytes; where an era needs a member
 // changed, only that member is touched, so the rest stays byte for byte

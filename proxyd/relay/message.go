@@ -44,45 +44,91 @@ var (
 // acceptable (its jsonrpc version, an id's type) is the caller's policy.
 // The caller must not change b while it uses the message.
 func ParseMessage(b []byte) (Message, error) {
-	if !Valid(b) {
-		return Message{}, ErrInvalidJSON
-	}
-	i := openObject(b)
-	if i < 0 {
-		if b[skipSpace(b, 0)] == '[' {
+	// One pass checks the message and reads its members (see Valid).
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		switch {
+		case !Valid(b):
+			return Message{}, ErrInvalidJSON
+		case b[i] == '[':
 			return Message{}, ErrBatch
 		}
 		return Message{}, fmt.Errorf("%w: not an object", ErrNotMessage)
 	}
 	var m Message
-	for {
-		key, _, vStart, vEnd, ok := nextMember(b, i)
-		if !ok {
-			return m, nil
-		}
-		i = vEnd
-		v := b[vStart:vEnd]
-		switch string(key) {
-		case "jsonrpc":
-			if m.JSONRPC, ok = stringOrNull(v); !ok {
-				return Message{}, fmt.Errorf("%w: jsonrpc is %s, not a string", ErrNotMessage, kind(v))
+	// A member of the wrong type is told once the message is known to be
+	// valid JSON: invalid JSON is the first thing wrong with it.
+	var wrong error
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return Message{}, ErrInvalidJSON
 			}
-		case "method":
-			if m.Method, ok = stringOrNull(v); !ok {
-				return Message{}, fmt.Errorf("%w: method is %s, not a string", ErrNotMessage, kind(v))
+			kEnd := scanString(b, i)
+			if kEnd < 0 {
+				return Message{}, ErrInvalidJSON
 			}
-		case "id":
-			m.ID = v
-		case "params":
-			m.Params = v
-		case "result":
-			m.Result = v
-		case "error":
-			if m.Error, ok = errorOrNull(v); !ok {
-				return Message{}, fmt.Errorf("%w: error is not an object with a code and a message", ErrNotMessage)
+			key, ok := keyBytes(b[i:kEnd])
+			if i = skipSpace(b, kEnd); !ok || i >= len(b) || b[i] != ':' {
+				return Message{}, ErrInvalidJSON
 			}
+			vStart := skipSpace(b, i+1)
+			vEnd := scanValue(b, vStart, 1)
+			if vEnd < 0 {
+				return Message{}, ErrInvalidJSON
+			}
+			if wrong == nil {
+				wrong = m.set(key, b[vStart:vEnd])
+			}
+			if i = skipSpace(b, vEnd); i >= len(b) {
+				return Message{}, ErrInvalidJSON
+			}
+			if b[i] == '}' {
+				i++
+				break
+			}
+			if b[i] != ',' {
+				return Message{}, ErrInvalidJSON
+			}
+			i = skipSpace(b, i+1)
 		}
 	}
+	if skipSpace(b, i) != len(b) {
+		return Message{}, ErrInvalidJSON
+	}
+	if wrong != nil {
+		return Message{}, wrong
+	}
+	return m, nil
+}
+
+// set reads member key of the message, its value v valid JSON; an error
+// when its type is wrong.
+func (m *Message) set(key, v []byte) error {
+	var ok bool
+	switch string(key) {
+	case "jsonrpc":
+		if m.JSONRPC, ok = stringOrNull(v); !ok {
+			return fmt.Errorf("%w: jsonrpc is %s, not a string", ErrNotMessage, kind(v))
+		}
+	case "method":
+		if m.Method, ok = stringOrNull(v); !ok {
+			return fmt.Errorf("%w: method is %s, not a string", ErrNotMessage, kind(v))
+		}
+	case "id":
+		m.ID = v
+	case "params":
+		m.Params = v
+	case "result":
+		m.Result = v
+	case "error":
+		if m.Error, ok = errorOrNull(v); !ok {
+			return fmt.Errorf("%w: error is not an object with a code and a message", ErrNotMessage)
+		}
+	}
+	return nil
 }
 
 // stringOrNull decodes v, valid JSON, as a string ("" for null). A string

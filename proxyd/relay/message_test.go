@@ -2,10 +2,13 @@ package relay
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 )
 
 func TestParseMessage(t *testing.T) {
@@ -137,6 +140,11 @@ func BenchmarkParseMessage(b *testing.B) {
 		{"error", `{"jsonrpc":"2.0","id":"mcpx-17","error":{"code":-32602,"message":"Invalid params","data":{"field":"text"}}}`},
 		{"huge-params", `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"a","arguments":{"blob":"` + strings.Repeat("x", 1<<20) + `"}}}`},
 		{"batch", `[` + strings.Repeat(`{"jsonrpc":"2.0","id":1,"method":"ping"},`, 100) + `{"jsonrpc":"2.0","id":1,"method":"ping"}]`},
+		// 64 KiB results: plain text, JSON records in a text (an escaped
+		// quote every few bytes) and the records as structured content.
+		{"text-64k", result(`{"content":[{"type":"text","text":` + quote(strings.Repeat("benchmark payload ", 64<<10/18)) + `}]}`)},
+		{"records-64k", result(`{"content":[{"type":"text","text":` + quote(mcpserver.RecordsText(64<<10)) + `}]}`)},
+		{"structured-64k", result(`{"structuredContent":{"records":` + mcpserver.RecordsText(56<<10) + `}}`)},
 	} {
 		body := []byte(bb.body)
 		b.Run(bb.name, func(b *testing.B) {
@@ -147,4 +155,11 @@ func BenchmarkParseMessage(b *testing.B) {
 			}
 		})
 	}
+}
+
+func result(res string) string { return `{"jsonrpc":"2.0","id":"mcpx-17","result":` + res + `}` }
+
+func quote(s string) string {
+	q, _ := json.Marshal(s)
+	return string(q)
 }
