@@ -51,6 +51,7 @@ type relayed struct {
 	// members, token its progress token.
 	params, meta, token json.RawMessage
 	edit                *relay.Edit
+	index               *relay.Members // lists params' members, or nil
 	logLevel            string
 	// peer is the client's side (nil: a caller that takes no notifications
 	// or requests of the upstream: the CLI without a stream, drills).
@@ -186,16 +187,16 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 				}
 				req := rq.request(params, stats)
 				// got takes the relay's result into the outcome.
-				got := func(raw json.RawMessage, err error) {
+				got := func(raw json.RawMessage, err error, ms *relay.Members) {
 					tcall.EndUpstream()
 					if err == nil {
-						out.Result = upstream.NewCallResult(raw)
+						out.Result = upstream.ListedCallResult(raw, ms)
 					}
 					out.Err = d.secrets.err(err) // a stdio child's stderr may echo its env
 				}
 				if rq.early != nil {
 					req.Answer = func(raw json.RawMessage, err error) {
-						got(raw, err)
+						got(raw, err, nil)
 						rq.early(end())
 					}
 				}
@@ -203,7 +204,7 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 				if errors.Is(err, relay.ErrAnswered) {
 					return callOutcome{answered: true}
 				}
-				got(raw, err)
+				got(raw, err, req.Result)
 			}
 		}
 	}
@@ -257,7 +258,7 @@ func inputsText(in []relay.Input) string {
 // request is the relay's request for rq with params.
 func (rq *relayed) request(params json.RawMessage, stats *relay.Stats) *relay.Request {
 	return &relay.Request{
-		Exchange:      relay.Exchange{Method: rq.method, Name: rq.name, Params: params, Edit: rq.edit, Meta: rq.meta, LogLevel: rq.logLevel},
+		Exchange:      relay.Exchange{Method: rq.method, Name: rq.name, Params: params, Edit: rq.edit, Index: rq.index, Meta: rq.meta, LogLevel: rq.logLevel},
 		ProgressToken: rq.token,
 		Stats:         stats,
 	}
@@ -327,7 +328,7 @@ func peerOrNone(p relay.Peer) relay.Peer {
 // result carrying the classification, so an agent can tell a dead upstream
 // from a refused argument.
 func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage, error) {
-	rq := &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, edit: c.Edit, meta: c.Meta,
+	rq := &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, edit: c.Edit, index: c.Index, meta: c.Meta,
 		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta,
 		answerFirst: d.activity.Durability() != activity.DurabilitySync}
 	if c.Answer != nil {

@@ -28,6 +28,9 @@ type Call struct {
 	// once Edit, when set, is made (see relay.Exchange.Edit).
 	Params json.RawMessage
 	Edit   *relay.Edit
+	// Index lists the members of Params as the client sent them (see
+	// relay.Members), or is nil.
+	Index *relay.Members
 	// Meta are the client's own _meta members (era keys and progressToken
 	// removed), a JSON object or nil.
 	Meta json.RawMessage
@@ -124,7 +127,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		return false // the library answers an unsupported version
 	}
 	var pv paramValues
-	unambiguous := relay.Fields(msg.Params, paramKeys[:], pv[:])
+	unambiguous := msg.Members.Fields(msg.Params, paramKeys[:], pv[:])
 	meta := pv[pMeta]
 	metaVersion := relay.StringMember(meta, mcp.MetaKeyProtocolVersion)
 	modern := mcp.IsModernProtocol(version) || mcp.IsModernProtocol(metaVersion)
@@ -173,6 +176,8 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	s.relaying.Add(1)
 	defer s.relaying.Add(-1)
 	c := call.Call
+	index := msg.Members
+	c.Index = &index
 	c.ProgressToken, c.Meta = splitMeta(meta)
 	peer := &httpPeer{w: w, s: s, server: c.Server, modern: modern, level: -1, chunked: r.ProtoAtLeast(1, 1)}
 	c.CallMeta = CallMeta{Client: "mcp"}
@@ -233,9 +238,10 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		// closes after that answer: HTTP/1.1 would hold the client's next
 		// request (its retry with the input) until the handler returns,
 		// and an SSE answer's stream would end only then.
+		id, method := msg.ID, msg.Method
 		c.Answer = func(res json.RawMessage, err error, then func()) {
 			peer.closeAfter()
-			peer.answer(msg, res, err)
+			peer.answer(id, method, res, err)
 			if then != nil {
 				then()
 			}
@@ -249,25 +255,25 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		peer.close() // the client went away: nobody to answer
 		return true
 	}
-	peer.answer(msg, res, err)
+	peer.answer(msg.ID, msg.Method, res, err)
 	return true
 }
 
-// answer writes the client's answer to its request msg: res, or err as a
-// JSON-RPC error.
-func (p *httpPeer) answer(msg relay.Message, res json.RawMessage, err error) {
+// answer writes the client's answer to its request (its id and method):
+// res, or err as a JSON-RPC error.
+func (p *httpPeer) answer(id json.RawMessage, method string, res json.RawMessage, err error) {
 	if err != nil {
 		rpc, ok := relay.IsRPCError(err)
 		if !ok {
 			rpc = &relay.RPCError{Code: relay.CodeInternal, Message: err.Error()}
 		}
-		p.finish(msg.ID, nil, rpc)
+		p.finish(id, nil, rpc)
 		return
 	}
-	if p.modern && msg.Method == string(mcp.MethodResourcesRead) {
+	if p.modern && method == string(mcp.MethodResourcesRead) {
 		res = withCacheHints(res)
 	}
-	p.finish(msg.ID, res, nil)
+	p.finish(id, res, nil)
 }
 
 // validModern applies the modern era's checks of a request (protocol

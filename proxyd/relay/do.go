@@ -40,6 +40,9 @@ type Request struct {
 	// that call ends: its result waits for the client's retry. Without
 	// Answer such a request's requests for input are refused.
 	Answer func(res json.RawMessage, err error)
+	// Result is set by Do with the result it returns: the list of its
+	// members the upstream connection found (see Members), or nil.
+	Result *Members
 }
 
 // ErrAnswered: Do passed the client its answer through Request.Answer.
@@ -130,8 +133,16 @@ func (r *Relayer) Close() { r.parked.closeAll() }
 // the client's era.
 func (r *Relayer) Do(ctx context.Context, up Upstream, req *Request, peer Peer) (json.RawMessage, error) {
 	ex := req.Exchange
+	res, err := r.do(ctx, up, req, &ex, peer)
+	if err == nil {
+		req.Result = ex.Result
+	}
+	return res, err
+}
+
+func (r *Relayer) do(ctx context.Context, up Upstream, req *Request, ex *Exchange, peer Peer) (json.RawMessage, error) {
 	ex.Progress = req.ProgressToken != nil
-	state, answers := retryMembers(ex.Params)
+	state, answers := retryMembers(ex.Params, ex.Index)
 	if state := stringOf(state); isParkToken(state) {
 		if res, found, err := r.resume(ctx, state, answers, req, peer); found {
 			return res, err
@@ -145,23 +156,23 @@ func (r *Relayer) Do(ctx context.Context, up Upstream, req *Request, peer Peer) 
 		ex.ClientCaps = peer.Caps().Raw
 		if peer.Modern() {
 			ex.Handler = &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
-			res, err := up.Relay(ctx, &ex)
+			res, err := up.Relay(ctx, ex)
 			if err == nil {
-				recordRequests(res, req.Stats, "asked")
+				recordRequests(res, ex.Result, req.Stats, "asked")
 			}
 			return res, err
 		}
-		return r.fulfil(ctx, up, &ex, req, peer)
+		return r.fulfil(ctx, up, ex, req, peer)
 	}
 	if peer.Modern() {
-		return r.park(ctx, up, &ex, req, peer)
+		return r.park(ctx, up, ex, req, peer)
 	}
 	ex.Handler = &handler{peer: peer, token: req.ProgressToken, stats: req.Stats}
-	res, err := up.Relay(ctx, &ex)
+	res, err := up.Relay(ctx, ex)
 	if err != nil {
 		return nil, err
 	}
-	return shaped(peer, res, Legacy), nil
+	return shaped(peer, res, ex.Result, Legacy), nil
 }
 
 // fulfil answers a modern upstream's input_required results for a legacy
@@ -178,9 +189,9 @@ func (r *Relayer) fulfil(ctx context.Context, up Upstream, ex *Exchange, req *Re
 		if err != nil {
 			return nil, err
 		}
-		signins.completed(h.peer, res)
-		if StringMember(res, "resultType") != resultInputRequired {
-			return shaped(peer, res, Legacy), nil
+		signins.completed(h.peer, res, ex.Result)
+		if resultType(res, ex.Result) != resultInputRequired {
+			return shaped(peer, res, ex.Result, Legacy), nil
 		}
 		if round >= maxInputRounds {
 			return nil, fmt.Errorf("the upstream still asked for input after %d rounds", maxInputRounds)
@@ -263,12 +274,12 @@ func (u *urlSignins) answered(method string, params, answer json.RawMessage) {
 
 // completed announces to the client the URL elicitations accepted last
 // round that the upstream's next result res does not ask for again.
-func (u *urlSignins) completed(peer Peer, res json.RawMessage) {
+func (u *urlSignins) completed(peer Peer, res json.RawMessage, ms *Members) {
 	if len(u.accepted) == 0 {
 		return
 	}
-	if StringMember(res, "resultType") == resultInputRequired {
-		if reqs, ok := Member(res, "inputRequests"); ok {
+	if resultType(res, ms) == resultInputRequired {
+		if reqs, ok := ms.Member(res, "inputRequests"); ok {
 			var again map[string]struct {
 				Method string          `json:"method"`
 				Params json.RawMessage `json:"params"`
@@ -369,7 +380,25 @@ const (
 	Legacy
 	// Modern: with resultType ("complete" when the upstream gave none).
 	Modern
+	// modernAdded: Modern for a result known to have no resultType.
+	modernAdded
 )
+
+// refined is s for res, when ms lists res: AsIs where s would change
+// nothing, and for one without resultType a Modern that does not look for
+// it again (each look is a pass over a result that can be megabytes).
+func (s Shape) refined(res json.RawMessage, ms *Members) Shape {
+	k, listed := ms.find(res, "resultType")
+	switch {
+	case !listed:
+		return s
+	case s == Legacy && k < 0, s == Modern && k >= 0:
+		return AsIs
+	case s == Modern:
+		return modernAdded
+	}
+	return s
+}
 
 // Shaper is implemented by a peer that puts results in shape as it frames
 // them for its client: Do tells it the shape rather than handing it an
@@ -382,7 +411,8 @@ type Shaper interface {
 
 // shaped is res in shape s for peer: as it is when peer shapes results
 // itself, else an edited copy where s changes it.
-func shaped(peer Peer, res json.RawMessage, s Shape) json.RawMessage {
+func shaped(peer Peer, res json.RawMessage, ms *Members, s Shape) json.RawMessage {
+	s = s.refined(res, ms)
 	if sh, ok := peer.(Shaper); ok {
 		sh.Shape(s)
 		return res
@@ -397,6 +427,9 @@ func (s Shape) Apply(res json.RawMessage) json.RawMessage {
 		return LegacyResult(res)
 	case Modern:
 		return ModernResult(res)
+	case modernAdded:
+		parts, _ := addedFirst(res, "resultType", []byte(`"complete"`))
+		return concat(parts[:]...)
 	}
 	return res
 }
@@ -406,8 +439,12 @@ func (s Shape) Append(dst []byte, res json.RawMessage) []byte {
 	switch s {
 	case Legacy:
 		return appendWithoutMember(dst, res, "resultType")
-	case Modern:
-		if parts, ok := withResultType(res); ok {
+	case Modern, modernAdded:
+		parts, ok := withResultType(res)
+		if s == modernAdded {
+			parts, ok = addedFirst(res, "resultType", []byte(`"complete"`))
+		}
+		if ok {
 			for _, p := range parts {
 				dst = append(dst, p...)
 			}
@@ -444,8 +481,8 @@ func ModernResult(res json.RawMessage) json.RawMessage {
 }
 
 // recordRequests notes the input requests of an input_required result.
-func recordRequests(res json.RawMessage, stats *Stats, act string) {
-	if stats == nil || StringMember(res, "resultType") != resultInputRequired {
+func recordRequests(res json.RawMessage, ms *Members, stats *Stats, act string) {
+	if stats == nil || resultType(res, ms) != resultInputRequired {
 		return
 	}
 	var ir struct {
@@ -465,10 +502,11 @@ func recordRequests(res json.RawMessage, stats *Stats, act string) {
 var retryKeys = []string{"requestState", "inputResponses"}
 
 // retryMembers reads a request's requestState and inputResponses (nil
-// when absent) in one pass over its params, which can be megabytes.
-func retryMembers(params json.RawMessage) (state, answers json.RawMessage) {
+// when absent) from ms, or else in one pass over its params, which can be
+// megabytes.
+func retryMembers(params json.RawMessage, ms *Members) (state, answers json.RawMessage) {
 	var v [2][]byte
-	if !Fields(params, retryKeys, v[:]) {
+	if !ms.Fields(params, retryKeys, v[:]) {
 		// Present twice or under another case: read as before, one by one.
 		v[0], _ = Member(params, retryKeys[0])
 		v[1], _ = Member(params, retryKeys[1])
@@ -480,6 +518,13 @@ func retryMembers(params json.RawMessage) (state, answers json.RawMessage) {
 func stringOf(raw []byte) string {
 	s, _ := String(raw)
 	return s
+}
+
+// resultType is the result's resultType ("" when absent), from ms when
+// it lists res.
+func resultType(res json.RawMessage, ms *Members) string {
+	v, _ := ms.Member(res, "resultType")
+	return stringOf(v)
 }
 
 // recordAnswers notes the actions of a modern client's inputResponses

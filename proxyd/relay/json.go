@@ -309,9 +309,16 @@ func memberSpan(obj []byte, key string) (start, end int, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
+	start, end = widen(obj, start, end)
+	return start, end, true
+}
+
+// widen is the member of obj from start to end with the comma that parts
+// it from its neighbour (see memberSpan).
+func widen(obj []byte, start, end int) (int, int) {
 	j := skipSpace(obj, end)
 	if j < len(obj) && obj[j] == ',' {
-		return start, j + 1, true
+		return start, j + 1
 	}
 	k := start - 1
 	for k >= 0 && (obj[k] == ' ' || obj[k] == '\t' || obj[k] == '\n' || obj[k] == '\r') {
@@ -320,7 +327,7 @@ func memberSpan(obj []byte, key string) (start, end int, ok bool) {
 	if k >= 0 && obj[k] == ',' {
 		start = k
 	}
-	return start, end, true
+	return start, end
 }
 
 // Rewrite is WithoutMember(WithMember(obj, key, value), drop) with one
@@ -356,14 +363,18 @@ func (e *Edit) Apply(obj []byte) []byte {
 // obj and the new member, obj not copied. An edit that is not a plain
 // cut and splice of obj (a key to add, or the same key set and dropped)
 // is one part, copied.
-func (e *Edit) Parts(obj []byte) [][]byte {
+func (e *Edit) Parts(obj []byte) [][]byte { return e.PartsWith(obj, nil) }
+
+// PartsWith is Parts, finding Key and Drop in the list ms when it lists
+// obj (see Members) rather than with a pass over obj.
+func (e *Edit) PartsWith(obj []byte, ms *Members) [][]byte {
 	if e == nil {
 		return [][]byte{obj}
 	}
 	var ds, de int
 	dok := false
 	if e.Drop != "" {
-		ds, de, dok = memberSpan(obj, e.Drop)
+		ds, de, dok = ms.memberSpan(obj, e.Drop)
 	}
 	if e.Value == nil {
 		if !dok {
@@ -371,7 +382,7 @@ func (e *Edit) Parts(obj []byte) [][]byte {
 		}
 		return [][]byte{obj[:ds], obj[de:]}
 	}
-	_, ks, ke, ok := member(obj, e.Key)
+	ks, ke, ok := ms.bounds(obj, e.Key)
 	kv := appendKey(nil, e.Key)
 	switch {
 	case ok && !dok:

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"unicode/utf8"
 )
@@ -279,6 +280,57 @@ func FuzzValid(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}
+
+// A Members answers as a scan of its object does: for any object the
+// check accepts, each of its readers agrees with the scanning reader, and
+// an edit made with it is the edit made without.
+func FuzzListedMembers(f *testing.F) {
+	for _, s := range []struct{ obj, key string }{
+		{`{"name":"a__x","arguments":{"t":"}"},"_meta":{"progressToken":1}}`, "_meta"},
+		{` { "resultType" : "complete" , "content":[] } `, "resultType"},
+		{`{"a":1,"a":2,"A":3}`, "a"},
+		{`{"k\u0065y":true,"x":1}`, "key"},
+		{`{"1":1,"2":2,"3":3,"4":4,"5":5,"6":6,"7":7,"8":8,"9":9}`, "9"},
+		{`{}`, "x"},
+		{`{"":0}`, ""},
+	} {
+		f.Add([]byte(s.obj), s.key)
+	}
+	f.Fuzz(func(t *testing.T, obj []byte, key string) {
+		var ms Members
+		i := skipSpace(obj, 0)
+		if i >= len(obj) || obj[i] != '{' {
+			return
+		}
+		end := scanObject(obj, i, 0, &ms)
+		if valid := end >= 0 && skipSpace(obj, end) == len(obj); valid != json.Valid(obj) {
+			t.Fatalf("scanObject(%q) valid %v, encoding/json says %v", obj, valid, !valid)
+		}
+		if end < 0 {
+			return
+		}
+		obj = obj[i:end] // the object as a parse lists it
+		keys := []string{key, "name", "_meta"}
+		got, want := make([][]byte, 3), make([][]byte, 3)
+		if g, w := ms.Fields(obj, keys, got), Fields(obj, keys, want); g != w || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("Fields(%q, %q): listed %v %q, scanned %v %q", obj, keys, g, got, w, want)
+		}
+		if g, gok := ms.Member(obj, key); true {
+			w, wok := Member(obj, key)
+			if gok != wok || !bytes.Equal(g, w) {
+				t.Fatalf("Member(%q, %q): listed %q %v, scanned %q %v", obj, key, g, gok, w, wok)
+			}
+		}
+		for _, e := range []*Edit{{Drop: key}, {Key: key, Value: []byte(`"x"`), Drop: "_meta"}, {Key: "name", Value: []byte(`1`), Drop: key}} {
+			if g, w := bytes.Join(e.PartsWith(obj, &ms), nil), bytes.Join(e.Parts(obj), nil); !bytes.Equal(g, w) {
+				t.Fatalf("edit %+v of %q: listed %q, scanned %q", e, obj, g, w)
+			}
+		}
+		if k, listed := ms.find(bytes.Clone(obj), key); listed || k >= 0 {
+			t.Fatalf("a copy of %q is listed", obj)
 		}
 	})
 }

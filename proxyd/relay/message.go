@@ -24,6 +24,9 @@ type Message struct {
 	Result json.RawMessage
 	// Error is a response's error, nil when absent or null.
 	Error *RPCError
+	// Members lists the members of Params or Result (an object), found
+	// by the pass that parsed the message, for readers of several of them.
+	Members Members
 }
 
 // Why ParseMessage refuses bytes, worded to follow "sent" ("the upstream
@@ -75,7 +78,12 @@ func ParseMessage(b []byte) (Message, error) {
 				return Message{}, ErrInvalidJSON
 			}
 			vStart := skipSpace(b, i+1)
-			vEnd := scanValue(b, vStart, 1)
+			var vEnd int
+			if vStart < len(b) && b[vStart] == '{' && (string(key) == "params" || string(key) == "result") {
+				vEnd = scanObject(b, vStart, 1, &m.Members)
+			} else {
+				vEnd = scanValue(b, vStart, 1)
+			}
 			if vEnd < 0 {
 				return Message{}, ErrInvalidJSON
 			}

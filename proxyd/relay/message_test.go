@@ -163,3 +163,39 @@ func quote(s string) string {
 	q, _ := json.Marshal(s)
 	return string(q)
 }
+
+// The parse lists the members of a request's params and of a response's
+// result (the last, when one appears twice), which its readers then find
+// without a pass over them; a list answers for those bytes alone.
+func TestParseListsMembers(t *testing.T) {
+	tests := []struct {
+		msg, key, want string
+		listed         bool
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"}"}}}`, "arguments", `{"text":"}"}`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}`, "resultType", `"complete"`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":{"isError":false},"result":{"isError":true}}`, "isError", `true`, true},
+		{`{"jsonrpc":"2.0","id":1,"result":[1]}`, "isError", ``, false},
+		{`{"jsonrpc":"2.0","id":1,"result":{"1":1,"2":2,"3":3,"4":4,"5":5,"6":6,"7":7,"8":8,"9":9}}`, "9", `9`, false},
+	}
+	for _, tt := range tests {
+		m, err := ParseMessage([]byte(tt.msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := m.Params
+		if obj == nil {
+			obj = m.Result
+		}
+		k, listed := m.Members.find(obj, tt.key)
+		if listed != tt.listed {
+			t.Errorf("%s: listed %v, want %v", tt.msg, listed, tt.listed)
+		}
+		if listed && (k < 0 || string(m.Members.value(k)) != tt.want) {
+			t.Errorf("%s: %s is %d in the list", tt.msg, tt.key, k)
+		}
+		if v, _ := m.Members.Member(obj, tt.key); string(v) != tt.want {
+			t.Errorf("%s: %s reads %s, want %s", tt.msg, tt.key, v, tt.want)
+		}
+	}
+}

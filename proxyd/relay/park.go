@@ -96,6 +96,8 @@ type parked struct {
 	done   chan struct{}
 	res    json.RawMessage
 	err    error
+	// resMembers lists res's members (see Exchange.Result).
+	resMembers *Members
 
 	// The first round runs on its request's goroutine: client is that
 	// request's context, first its client side, answer its Answer, and
@@ -183,7 +185,7 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 		p.round = nil
 	}
 	p.mu.Unlock()
-	p.res, p.err = res, err
+	p.res, p.resMembers, p.err = res, ex.Result, err
 	close(p.done)
 	// Over: release the deadline's timer and what the context holds (the
 	// client request's values) now, not at the deadline.
@@ -196,7 +198,7 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	if err != nil {
 		return nil, err
 	}
-	return shaped(peer, res, Modern), nil
+	return shaped(peer, res, ex.Result, Modern), nil
 }
 
 // helpFirst watches a call's first round once the upstream asks for
@@ -272,7 +274,7 @@ func (r *Relayer) run(ctx context.Context, p *parked, h *handler) (json.RawMessa
 			if p.err != nil {
 				return nil, p.err
 			}
-			return shaped(h.peer, p.res, Modern), nil
+			return shaped(h.peer, p.res, p.resMembers, Modern), nil
 		case <-p.wake:
 			if !p.hasAsks() {
 				continue
@@ -309,7 +311,7 @@ func (r *Relayer) askClient(p *parked, h *handler) (json.RawMessage, error) {
 		return nil, err
 	}
 	res = WithMember(res, "requestState", AppendString(nil, p.currentToken()))
-	recordRequests(res, h.stats, "asked")
+	recordRequests(res, nil, h.stats, "asked")
 	return res, nil
 }
 

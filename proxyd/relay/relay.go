@@ -31,6 +31,12 @@ type Exchange struct {
 	// the upstream connection makes it as it frames the request. Members
 	// the relay reads (requestState, inputResponses) are not changed by it.
 	Edit *Edit
+	// Index, when set, lists the members of Params (see Members): the
+	// relay and the edit find them without a pass over Params each.
+	Index *Members
+	// Result, set by the upstream connection, lists the members of the
+	// result it returned, found as it parsed the answer.
+	Result *Members
 	// Meta holds the client's own _meta members to pass on, as a JSON
 	// object (nil: none). The era's keys and progressToken are not in it.
 	Meta json.RawMessage

@@ -30,6 +30,32 @@ func TestShapeAppendIsApply(t *testing.T) {
 	}
 }
 
+// A shape refined by the list of a result's members (which spares the
+// look for its resultType) frames the same bytes as the shape itself.
+func TestRefinedShape(t *testing.T) {
+	for _, res := range []string{
+		`{"content":[]}`,
+		`{"content":[],"resultType":"complete"}`,
+		` { "isError" : true , "resultType" : "input_required" } `,
+		`{ }`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"resultType":"complete"}`, // more than a list holds
+	} {
+		m, err := ParseMessage([]byte(`{"jsonrpc":"2.0","id":1,"result":` + res + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []Shape{AsIs, Legacy, Modern} {
+			r := s.refined(m.Result, &m.Members)
+			if got, want := string(r.Apply(m.Result)), string(s.Apply(m.Result)); got != want {
+				t.Errorf("shape %d of %s refined to %d: %s, want %s", s, res, r, got, want)
+			}
+			if got, want := string(r.Append(nil, m.Result)), string(s.Append(nil, m.Result)); got != want {
+				t.Errorf("shape %d of %s refined to %d, framed: %s, want %s", s, res, r, got, want)
+			}
+		}
+	}
+}
+
 type resultUpstream struct {
 	modern bool
 	res    json.RawMessage

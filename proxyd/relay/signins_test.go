@@ -43,14 +43,14 @@ func TestURLSigninsForALegacyClient(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var u urlSignins
 			peer := &notePeer{}
-			u.completed(peer, json.RawMessage(`{"resultType":"input_required"}`)) // the first round: nothing accepted yet
+			u.completed(peer, json.RawMessage(`{"resultType":"input_required"}`), nil) // the first round: nothing accepted yet
 			params := u.identify(MethodElicitation, json.RawMessage(tt.params))
 			id := StringMember(params, "elicitationId")
 			if !strings.HasPrefix(id, tt.wantID) || tt.wantID == "" && id != "" {
 				t.Fatalf("elicitationId %q, want %q…", id, tt.wantID)
 			}
 			u.answered(MethodElicitation, params, json.RawMessage(tt.answer))
-			u.completed(peer, json.RawMessage(tt.next))
+			u.completed(peer, json.RawMessage(tt.next), nil)
 			want := 0
 			if tt.completed {
 				want = 1
@@ -62,7 +62,7 @@ func TestURLSigninsForALegacyClient(t *testing.T) {
 				t.Fatalf("notification %q for id %q", peer.notes[0], id)
 			}
 			// Announced once: a later result announces nothing more.
-			u.completed(peer, json.RawMessage(`{"content":[]}`))
+			u.completed(peer, json.RawMessage(`{"content":[]}`), nil)
 			if len(peer.notes) != want {
 				t.Fatalf("announced again: %q", peer.notes)
 			}

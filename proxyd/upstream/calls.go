@@ -28,9 +28,13 @@ type CallResult struct {
 // from its top level without decoding the rest. An isError present twice
 // or under another case is read as the MCP library reads it, so the
 // record says what the client sees.
-func NewCallResult(raw json.RawMessage) *CallResult {
+func NewCallResult(raw json.RawMessage) *CallResult { return ListedCallResult(raw, nil) }
+
+// ListedCallResult is NewCallResult, reading isError from ms when it
+// lists raw's members (see relay.Members).
+func ListedCallResult(raw json.RawMessage, ms *relay.Members) *CallResult {
 	var v [1][]byte
-	if relay.Fields(raw, isErrorKey, v[:]) {
+	if ms.Fields(raw, isErrorKey, v[:]) {
 		return &CallResult{Raw: raw, IsError: string(v[0]) == "true"}
 	}
 	var r struct {

@@ -340,7 +340,7 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 	}
 	if hc != nil && c.cfg.EffectiveTransport() == config.TransportStreamableHTTP {
-		res, err := c.post(ctx, cl, w, hc, x, x.ex.Edit.Parts(params), meta, header)
+		res, err := c.post(ctx, cl, w, hc, x, x.ex.Edit.PartsWith(params, x.ex.Index), meta, header)
 		if x.token != "" || x.ex.LogLevel != "" {
 			// Its notifications may have come on a standing stream: they
 			// are taken in first, and leave with the answer.

@@ -118,7 +118,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
 			return nil, err
 		}
-		return outcome(m)
+		return x.outcome(m)
 	case "text/event-stream":
 		res, rest, err := c.readStream(ctx, cl, w, hc, x, resp.Body, sid)
 		if err != nil && ctx.Err() != nil {
@@ -158,13 +158,17 @@ func envelope(id, method string, params [][]byte, meta json.RawMessage) [][]byte
 }
 
 // outcome is a response message's result or error.
-func outcome(m relay.Message) (json.RawMessage, error) {
+func (x *exchange) outcome(m relay.Message) (json.RawMessage, error) {
 	if m.Error != nil {
 		return nil, m.Error
 	}
 	if m.Result == nil {
 		return nil, fmt.Errorf("the upstream's response has neither result nor error")
 	}
+	// The parse listed the result's members: the relay and the record
+	// read its resultType and isError from the list.
+	ms := m.Members
+	x.ex.Result = &ms
 	return m.Result, nil
 }
 
@@ -263,9 +267,10 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				// gets the overflow refused rather than piling up.
 				go c.postMessage(hc, w, sid, response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
 			case m.Method != "" && len(m.ID) > 0:
+				id, method, params := m.ID, m.Method, m.Params
 				go func() {
 					defer c.routes.doneAsk()
-					c.answerHTTP(cl, hc, w, x, m.ID, m.Method, m.Params, sid)
+					c.answerHTTP(cl, hc, w, x, id, method, params, sid)
 				}()
 			case m.Method != "":
 				if h := c.deliverHeld(x, m.Method, m.Params); h != nil && !slices.Contains(held, h) {
@@ -276,7 +281,7 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 					return nil, false, err
 				}
 				held = slices.DeleteFunc(held, func(h *exchange) bool { return h == x })
-				res, err := outcome(m)
+				res, err := x.outcome(m)
 				return res, resumes == 0, err
 			}
 		}
