@@ -440,9 +440,12 @@ func (s Shape) Append(dst []byte, res json.RawMessage) []byte {
 	case Legacy:
 		return appendWithoutMember(dst, res, "resultType")
 	case Modern, modernAdded:
-		parts, ok := withResultType(res)
+		var parts [5][]byte
+		var ok bool
 		if s == modernAdded {
 			parts, ok = addedFirst(res, "resultType", []byte(`"complete"`))
+		} else {
+			parts, ok = withResultType(res)
 		}
 		if ok {
 			for _, p := range parts {
