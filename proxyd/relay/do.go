@@ -388,7 +388,7 @@ const (
 // nothing, and for one without resultType a Modern that does not look for
 // it again (each look is a pass over a result that can be megabytes).
 func (s Shape) refined(res json.RawMessage, ms *Members) Shape {
-	k, listed := ms.find(res, "resultType")
+	k, _, listed := ms.find(res, "resultType")
 	switch {
 	case !listed:
 		return s

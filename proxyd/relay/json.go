@@ -10,22 +10,53 @@ import (
 // changed, only that member is touched, so the rest stays byte for byte
 // what the upstream or the client sent.
 
-// member finds key among the members of the JSON object obj and returns
-// its value and the byte span of the whole member (key to value, without
-// the separating comma). ok is false when obj is not an object or has no
-// such member.
-func member(obj []byte, key string) (value []byte, start, end int, ok bool) {
+// member finds key among the members of the JSON object obj: the value
+// and the byte span (key to value, without the separating comma) of its
+// last occurrence, the one encoding/json takes (and with it the MCP
+// library and most decoders, on either side of proxyd), and how many
+// occurrences there are (0: none, or obj is not an object). A key present
+// twice is a hostile peer's; proxyd reads it as the peer beyond would.
+func member(obj []byte, key string) (value []byte, start, end, n int) {
 	for i := openObject(obj); i >= 0; {
 		k, kStart, vStart, vEnd, ok := nextMember(obj, i)
 		if !ok {
 			break
 		}
 		if string(k) == key {
-			return obj[vStart:vEnd], kStart, vEnd, true
+			value, start, end = obj[vStart:vEnd], kStart, vEnd
+			n++
 		}
 		i = vEnd
 	}
-	return nil, 0, 0, false
+	return value, start, end, n
+}
+
+// dropAll is obj without any member keyed key, rebuilt from its other
+// members (the spaces between them are not kept): the edit of an object
+// that has key more than once.
+func dropAll(obj []byte, key string) []byte {
+	i := openObject(obj)
+	if i < 0 {
+		return obj
+	}
+	out := append(make([]byte, 0, len(obj)), obj[:i]...)
+	first := true
+	for {
+		k, kStart, _, vEnd, ok := nextMember(obj, i)
+		if !ok {
+			break
+		}
+		i = vEnd
+		if string(k) == key {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		out = append(out, obj[kStart:vEnd]...)
+		first = false
+	}
+	return append(out, obj[skipSpace(obj, i):]...)
 }
 
 // openObject is the index after the '{' that opens the JSON object obj,
@@ -190,8 +221,8 @@ func skipValue(b []byte, i int) int {
 
 // Member returns the raw value of key in the JSON object obj.
 func Member(obj []byte, key string) ([]byte, bool) {
-	v, _, _, ok := member(obj, key)
-	return v, ok
+	v, _, _, n := member(obj, key)
+	return v, n > 0
 }
 
 // StringMember returns the string value of key ("" when absent or not a
@@ -243,7 +274,8 @@ func String(v []byte) (s string, ok bool) {
 }
 
 // WithMember returns obj with key set to value (replaced in place, or
-// added first), or obj unchanged when it is not an object.
+// added first; an object with key more than once keeps only the new
+// member), or obj unchanged when it is not an object.
 func WithMember(obj []byte, key string, value []byte) []byte {
 	parts, ok := withMember(obj, key, value)
 	if !ok {
@@ -255,8 +287,11 @@ func WithMember(obj []byte, key string, value []byte) []byte {
 // withMember is WithMember's result as parts to join; ok is false when
 // obj is not an object.
 func withMember(obj []byte, key string, value []byte) (parts [5][]byte, ok bool) {
-	if _, start, end, found := member(obj, key); found {
+	switch _, start, end, n := member(obj, key); {
+	case n == 1:
 		return [5][]byte{obj[:start], appendKey(nil, key), value, obj[end:]}, true
+	case n > 1:
+		return addedFirst(dropAll(obj, key), key, value)
 	}
 	return addedFirst(obj, key, value)
 }
@@ -276,23 +311,30 @@ func addedFirst(obj []byte, key string, value []byte) (parts [5][]byte, ok bool)
 	return [5][]byte{obj[:i+1], appendKey(nil, key), value, comma, obj[i+1:]}, true
 }
 
-// WithoutMember returns obj without key (unchanged when absent).
+// WithoutMember returns obj without key, every occurrence of it
+// (unchanged when absent).
 func WithoutMember(obj []byte, key string) []byte {
-	start, end, ok := memberSpan(obj, key)
-	if !ok {
+	switch start, end, n := memberSpan(obj, key); {
+	case n == 0:
 		return obj
+	case n > 1:
+		return dropAll(obj, key)
+	default:
+		return concat(obj[:start], obj[end:])
 	}
-	return concat(obj[:start], obj[end:])
 }
 
 // appendWithoutMember appends obj without key to dst (see WithoutMember).
 func appendWithoutMember(dst, obj []byte, key string) []byte {
-	start, end, ok := memberSpan(obj, key)
-	if !ok {
+	switch start, end, n := memberSpan(obj, key); {
+	case n == 0:
 		return append(dst, obj...)
+	case n > 1:
+		return append(dst, dropAll(obj, key)...)
+	default:
+		dst = append(dst, obj[:start]...)
+		return append(dst, obj[end:]...)
 	}
-	dst = append(dst, obj[:start]...)
-	return append(dst, obj[end:]...)
 }
 
 // concat is the parts joined in a new buffer of exactly their length,
@@ -304,13 +346,13 @@ func concat(parts ...[]byte) []byte {
 
 // memberSpan is where member key is in obj with the comma that parts it
 // from its neighbour: the one after it, or else the one before it.
-func memberSpan(obj []byte, key string) (start, end int, ok bool) {
-	_, start, end, ok = member(obj, key)
-	if !ok {
-		return 0, 0, false
+// n is how many times key is there; the span is the last's.
+func memberSpan(obj []byte, key string) (start, end, n int) {
+	if _, start, end, n = member(obj, key); n == 0 {
+		return 0, 0, 0
 	}
 	start, end = widen(obj, start, end)
-	return start, end, true
+	return start, end, n
 }
 
 // widen is the member of obj from start to end with the comma that parts
@@ -371,26 +413,30 @@ func (e *Edit) PartsWith(obj []byte, ms *Members) [][]byte {
 	if e == nil {
 		return [][]byte{obj}
 	}
-	var ds, de int
-	dok := false
+	var ds, de, dn int
 	if e.Drop != "" {
-		ds, de, dok = ms.memberSpan(obj, e.Drop)
+		ds, de, dn = ms.memberSpan(obj, e.Drop)
 	}
 	if e.Value == nil {
-		if !dok {
+		switch dn {
+		case 0:
 			return [][]byte{obj}
+		case 1:
+			return [][]byte{obj[:ds], obj[de:]}
 		}
-		return [][]byte{obj[:ds], obj[de:]}
+		return [][]byte{dropAll(obj, e.Drop)}
 	}
-	ks, ke, ok := ms.bounds(obj, e.Key)
+	ks, ke, kn := ms.bounds(obj, e.Key)
 	kv := appendKey(nil, e.Key)
 	switch {
-	case ok && !dok:
+	case kn != 1 || dn > 1 || e.Key == e.Drop:
+		out := WithMember(obj, e.Key, e.Value)
+		if e.Drop != "" {
+			out = WithoutMember(out, e.Drop)
+		}
+		return [][]byte{out}
+	case dn == 0:
 		return [][]byte{obj[:ks], kv, e.Value, obj[ke:]}
-	case !ok && e.Drop == "":
-		return [][]byte{WithMember(obj, e.Key, e.Value)}
-	case !ok || e.Key == e.Drop:
-		return [][]byte{WithoutMember(WithMember(obj, e.Key, e.Value), e.Drop)}
 	case ds < ks:
 		return [][]byte{obj[:ds], obj[de:ks], kv, e.Value, obj[ke:]}
 	}

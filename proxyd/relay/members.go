@@ -116,27 +116,30 @@ func (ms *Members) Fields(obj []byte, keys []string, vals [][]byte) bool {
 	return true
 }
 
-// find is the first member keyed key: its index in the list, or -1 (also
-// when ms does not list obj: ok is then false).
-func (ms *Members) find(obj []byte, key string) (k int, ok bool) {
+// find is the last member keyed key (see member): its index in the
+// list, or -1, and how many there are; listed is false when ms does not
+// list obj.
+func (ms *Members) find(obj []byte, key string) (k, n int, listed bool) {
 	if !ms.of(obj) {
-		return -1, false
+		return -1, 0, false
 	}
-	for k := range ms.n {
-		got, decoded := ms.key(k)
+	k = -1
+	for i := range ms.n {
+		got, decoded := ms.key(i)
 		if !decoded {
-			return -1, false
+			return -1, 0, false
 		}
 		if string(got) == key {
-			return k, true
+			k = i
+			n++
 		}
 	}
-	return -1, true
+	return k, n, true
 }
 
 // Member is Member(obj, key), from the list when ms lists obj.
 func (ms *Members) Member(obj []byte, key string) ([]byte, bool) {
-	k, listed := ms.find(obj, key)
+	k, _, listed := ms.find(obj, key)
 	switch {
 	case !listed:
 		return Member(obj, key)
@@ -147,24 +150,24 @@ func (ms *Members) Member(obj []byte, key string) ([]byte, bool) {
 }
 
 // bounds is where member key begins and ends in obj (as member finds
-// it), from the list when ms lists obj.
-func (ms *Members) bounds(obj []byte, key string) (start, end int, ok bool) {
-	k, listed := ms.find(obj, key)
+// it) and how many there are, from the list when ms lists obj.
+func (ms *Members) bounds(obj []byte, key string) (start, end, n int) {
+	k, n, listed := ms.find(obj, key)
 	switch {
 	case !listed:
-		_, start, end, ok = member(obj, key)
-		return start, end, ok
+		_, start, end, n = member(obj, key)
+		return start, end, n
 	case k < 0:
-		return 0, 0, false
+		return 0, 0, 0
 	}
-	return int(ms.at[k].kStart), int(ms.at[k].vEnd), true
+	return int(ms.at[k].kStart), int(ms.at[k].vEnd), n
 }
 
 // memberSpan is memberSpan(obj, key), from the list when ms lists obj.
-func (ms *Members) memberSpan(obj []byte, key string) (start, end int, ok bool) {
-	if start, end, ok = ms.bounds(obj, key); !ok {
-		return 0, 0, false
+func (ms *Members) memberSpan(obj []byte, key string) (start, end, n int) {
+	if start, end, n = ms.bounds(obj, key); n == 0 {
+		return 0, 0, 0
 	}
 	start, end = widen(obj, start, end)
-	return start, end, true
+	return start, end, n
 }

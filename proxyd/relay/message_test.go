@@ -187,7 +187,7 @@ func TestParseListsMembers(t *testing.T) {
 		if obj == nil {
 			obj = m.Result
 		}
-		k, listed := m.Members.find(obj, tt.key)
+		k, _, listed := m.Members.find(obj, tt.key)
 		if listed != tt.listed {
 			t.Errorf("%s: listed %v, want %v", tt.msg, listed, tt.listed)
 		}

@@ -118,3 +118,26 @@ func TestDoShapesForThePeer(t *testing.T) {
 		})
 	}
 }
+
+// A member a hostile peer sends twice is read as the peer beyond proxyd
+// reads it (encoding/json: the last), and an edit leaves one or none: a
+// legacy client gets no resultType, a client's progress notification
+// only its own token, and the relay decides on the resultType the client
+// would see.
+func TestDuplicatesReadAsTheClientReads(t *testing.T) {
+	res := json.RawMessage(`{"resultType":"complete","content":[],"resultType":"input_required"}`)
+	if got := resultType(res, nil); got != resultInputRequired {
+		t.Errorf("resultType of %s: %q, encoding/json reads input_required", res, got)
+	}
+	for _, got := range [][]byte{LegacyResult(res), Legacy.Append(nil, res)} {
+		if string(got) != `{"content":[]}` {
+			t.Errorf("legacy shape of %s: %s", res, got)
+		}
+	}
+	p := &notePeer{}
+	h := &handler{peer: p, token: json.RawMessage(`7`)}
+	h.notify(MethodProgress, json.RawMessage(`{"progressToken":"mcpx-p-1","progress":1,"progressToken":"mcpx-p-2"}`), false)
+	if len(p.notes) != 1 || p.notes[0] != MethodProgress+` {"progressToken":7,"progress":1}` {
+		t.Errorf("progress with its token twice reaches the client as %q", p.notes)
+	}
+}
