@@ -67,15 +67,22 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 		if s.relay(w, r, client) {
 			return
 		}
-		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && sid != "" {
+		if r.Method == http.MethodGet && !mcp.IsModernProtocol(r.Header.Get("Mcp-Protocol-Version")) {
+			// (The modern era has no GET stream: the library answers 405.)
+			sid := r.Header.Get("Mcp-Session-Id")
+			if sid == "" {
+				// The spec's answer to a request without the session
+				// id proxyd gave; the library would open a stream on
+				// a session of its own that nothing is ever sent to.
+				http.Error(w, "bad request: a GET stream belongs to a session; send the Mcp-Session-Id header that initialize returned", http.StatusBadRequest)
+				return
+			}
 			// A session that ended (or that a proxyd before a restart
 			// gave) gets 404, as the spec asks, so its client starts a
 			// new one; the library would open a stream on any id.
-			if !mcp.IsModernProtocol(r.Header.Get("Mcp-Protocol-Version")) {
-				if term, err := s.sessions.Validate(sid); term || err != nil {
-					http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
-					return
-				}
+			if term, err := s.sessions.Validate(sid); term || err != nil {
+				http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
+				return
 			}
 			defer s.sessions.listen(sid)()
 		}

@@ -179,14 +179,17 @@ func TestIdleSessionsExpire(t *testing.T) {
 
 // A GET stream for a session that does not exist (ended, expired, or given
 // by a proxyd before a restart) is a 404, as for a POST, so the client
-// starts a new session; a live session gets its stream.
+// starts a new session; one without a session id is a 400, as the spec
+// has it; a live session gets its stream.
 func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
 	ss := newSessionServer(t, 100, time.Minute)
 	get := func(sid string) int {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ss.url, nil)
-		req.Header.Set("Mcp-Session-Id", sid)
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
 		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 		req.Header.Set("Accept", "text/event-stream")
 		resp, err := http.DefaultClient.Do(req)
@@ -208,6 +211,13 @@ func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
 	}
 	if code := get("garbage"); code != http.StatusNotFound {
 		t.Fatalf("a malformed session id's GET stream: %d, want 404", code)
+	}
+	before := ss.counts()
+	if code := get(""); code != http.StatusBadRequest {
+		t.Fatalf("a GET stream without a session id: %d, want 400", code)
+	}
+	if after := ss.counts(); after != before {
+		t.Fatalf("a GET without a session id changed the sessions: %s, then %s", before, after)
 	}
 	ss.advance(2 * time.Minute)
 	ss.initialize() // sessions expire as the next one starts
