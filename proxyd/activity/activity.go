@@ -188,6 +188,11 @@ type Store struct {
 	// lastID: the engine numbers an INSERT's rows consecutively, so the
 	// last row's id gives them all (SQLite); else they are RETURNed.
 	lastID bool
+	// floor is the lowest id a batch's retire looks at (0: read it
+	// again; each periodic trim, which may have deleted below or above
+	// it, says so), retireStmt its delete; the writer's.
+	floor      atomic.Int64
+	retireStmt *sql.Stmt
 }
 
 // NewStore starts the background writer; Close stops it.
@@ -370,6 +375,9 @@ func (s *Store) Close() error {
 		<-s.stopped
 		for _, st := range s.inserts {
 			_ = st.Close()
+		}
+		if s.retireStmt != nil {
+			_ = s.retireStmt.Close()
 		}
 		s.mu.Lock()
 		for sub := range s.subs {
@@ -574,8 +582,10 @@ func pauses() func() {
 // insert commits batch in statements of at most most records (a power
 // of two), calling before, where set, ahead of each and of the commit.
 func (s *Store) insert(batch []Record, most int, before func()) error {
+	step := most // the deletes of retire, sliced as the inserts only between requests
 	if before == nil {
 		before = func() {}
+		step = 0
 	}
 	ctx := context.Background()
 	var tx *store.Tx
@@ -618,14 +628,63 @@ func (s *Store) insert(batch []Record, most int, before func()) error {
 	if tx == nil {
 		return nil
 	}
+	floor, err := s.retire(ctx, tx, batch[len(batch)-1].ID, len(batch), step, before)
+	if err != nil {
+		return err
+	}
 	before()
-	err := tx.Commit()
+	err = tx.Commit()
 	tx = nil
 	if err != nil {
 		return fmt.Errorf("write activity: commit: %w", err)
 	}
+	s.floor.Store(floor)
 	s.publish(batch)
 	return nil
+}
+
+// retire deletes, in a batch's own transaction, the rows that the batch
+// pushed past MaxRows (last is its newest id, added its size), in
+// statements of at most step rows (0: one statement) with before() ahead
+// of each, and returns the floor to keep once it commits. A full log so
+// stays at its bound batch by batch: left to the periodic trim, it grew
+// for a minute and then lost a minute's records at once, a burst of
+// deletes (each an entry in up to five indexes) on the cores the calls
+// use. A batch deletes at most twice its size; a larger backlog
+// (max_rows lowered, say) is the periodic trim's.
+func (s *Store) retire(ctx context.Context, tx *store.Tx, last int64, added, step int, before func()) (int64, error) {
+	floor := s.floor.Load()
+	cut := last - int64(s.opts.MaxRows)
+	if s.opts.MaxRows <= 0 || cut <= 0 {
+		return floor, nil
+	}
+	if floor == 0 {
+		var low sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT min(id) FROM activity`).Scan(&low); err != nil {
+			return 0, fmt.Errorf("write activity: retention: %w", err)
+		}
+		floor = low.Int64
+	}
+	if s.retireStmt == nil {
+		st, err := s.db.PrepareContext(ctx, `DELETE FROM activity WHERE id <= ?`)
+		if err != nil {
+			return 0, fmt.Errorf("write activity: retention: %w", err)
+		}
+		s.retireStmt = st
+	}
+	stmt := tx.Stmt(ctx, s.retireStmt)
+	for hi := min(cut, floor+2*int64(added)-1); floor <= hi; {
+		to := hi
+		if step > 0 {
+			to = min(hi, floor+int64(step)-1)
+		}
+		before()
+		if _, err := stmt.ExecContext(ctx, to); err != nil {
+			return 0, fmt.Errorf("write activity: retention: %w", err)
+		}
+		floor = to + 1
+	}
+	return floor, nil
 }
 
 // insertRows is the most records one INSERT statement carries. A
@@ -783,5 +842,6 @@ func (s *Store) trim(ctx context.Context) (bool, error) {
 			}
 		}
 	}
+	s.floor.Store(0)
 	return more, nil
 }

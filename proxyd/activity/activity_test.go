@@ -463,6 +463,33 @@ func TestRetentionRunsPeriodically(t *testing.T) {
 	})
 }
 
+// A log at its row bound stays there batch by batch: each batch deletes
+// the records it pushed out, in its own transaction, instead of the log
+// growing until the periodic trim deletes a minute's records at once.
+func TestRetentionKeepsTheBoundBatchByBatch(t *testing.T) {
+	eachEngine(t, func(t *testing.T, eng string) {
+		const bound = 100
+		s := newStore(t, eng, Options{MaxAge: -1, MaxRows: bound, RetentionInterval: time.Hour})
+		added := 0
+		for batch := range 12 {
+			// Batches of 1 to 56 records: one at a time, and over half the bound.
+			for range 1 + batch*5 {
+				s.Add(Record{Time: t0.Add(time.Duration(added) * time.Second), Server: "a", Tool: "t", Status: api.StatusOK})
+				added++
+			}
+			flush(t, s)
+			var n int
+			var oldest, newest int64
+			if err := s.db.QueryRowContext(context.Background(), "SELECT count(*), min(id), max(id) FROM activity").Scan(&n, &oldest, &newest); err != nil {
+				t.Fatal(err)
+			}
+			if want := min(added, bound); n != want || newest-oldest+1 != int64(n) {
+				t.Fatalf("after %d records: %d rows, ids %d to %d; want the newest %d", added, n, oldest, newest, want)
+			}
+		}
+	})
+}
+
 // A database written by the first schema (activity without the taxonomy
 // columns) still reads after migration.
 func TestReadsVersion1Records(t *testing.T) {

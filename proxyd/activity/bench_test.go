@@ -53,28 +53,60 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 }
 
 // BenchmarkIngest measures how fast the writer stores records, on each
-// engine (the queue is sized so none are dropped).
+// engine (the queue is sized so none are dropped): into a log that grows,
+// and into a full one (-full), where each batch also deletes as many
+// records as it adds.
 func BenchmarkIngest(b *testing.B) {
+	const bound = 10_000
 	for _, eng := range storetest.Engines {
-		b.Run(eng, func(b *testing.B) {
-			s := NewStore(openDB(b, eng), Options{QueueSize: b.N + 1, MaxAge: -1, MaxRows: -1})
-			defer s.Close()
-			r := Record{Server: "docs", Tool: "search", DurationMS: 12.5, Status: api.StatusError, Error: "request failed with status 502",
-				ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, UpstreamHTTPStatus: 502, RequestID: "req-1", Client: "session-1"}
-			start := time.Now()
-			b.ResetTimer()
-			for range b.N {
-				s.Add(r)
+		for _, full := range []bool{false, true} {
+			name := eng
+			if full {
+				name += "-full"
 			}
-			if err := s.Flush(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			if s.Dropped() != 0 {
-				b.Fatalf("%d records dropped", s.Dropped())
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
-		})
+			b.Run(name, func(b *testing.B) { ingest(b, eng, full, bound) })
+		}
+	}
+}
+
+func ingest(b *testing.B, eng string, full bool, bound int) {
+	opts := Options{QueueSize: b.N + bound + 1, MaxAge: -1, MaxRows: -1}
+	if full {
+		opts.MaxRows = bound
+	}
+	s := NewStore(openDB(b, eng), opts)
+	defer s.Close()
+	r := Record{Server: "docs", Tool: "search", DurationMS: 12.5, Status: api.StatusError, Error: "request failed with status 502",
+		ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, UpstreamHTTPStatus: 502, RequestID: "req-1", Client: "session-1"}
+	if full {
+		for range bound {
+			s.Add(r)
+		}
+		if err := s.Flush(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	b.ResetTimer()
+	for range b.N {
+		s.Add(r)
+	}
+	if err := s.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if s.Dropped() != 0 {
+		b.Fatalf("%d records dropped", s.Dropped())
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+	if full {
+		var n int
+		if err := s.db.QueryRowContext(context.Background(), "SELECT count(*) FROM activity").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		if n != bound {
+			b.Fatalf("%d records kept, want the bound (%d)", n, bound)
+		}
 	}
 }
 
