@@ -88,12 +88,29 @@ func (c combo) String() string { return c.client + "/" + c.upstream }
 var combos = []combo{{"legacy", "legacy"}, {"legacy", "modern"}, {"modern", "legacy"}, {"modern", "modern"}}
 
 // benchConfig is proxyd's config for the benchmarks: the fixture twice,
-// pinned to each era, so one proxyd serves every combination.
+// pinned to each era, so one proxyd serves every combination, and the
+// activity log bounded at benchMaxRows.
 func benchConfig(upstream string) string {
-	return "listen: 127.0.0.1:0\nservers:\n" +
+	c := "listen: 127.0.0.1:0\nservers:\n" +
 		"  - name: fxl\n    url: " + upstream + "\n    protocol: legacy\n" +
 		"  - name: fxm\n    url: " + upstream + "\n    protocol: modern\n"
+	if benchMaxRows > 0 {
+		c += fmt.Sprintf("activity:\n  max_rows: %d\n", benchMaxRows)
+	}
+	return c
 }
+
+// benchMaxRows bounds proxyd's activity log, so that it is full within
+// the first seconds and the rows measure a daemon that has run a while:
+// one whose retention deletes as many records as its calls add. The
+// default bound (1,000,000) is one no run reaches, which measured only
+// a log that grows. MCPX_BENCH_MAX_ROWS=0 leaves it.
+var benchMaxRows = func() int {
+	if os.Getenv("MCPX_BENCH_MAX_ROWS") == "0" {
+		return 0
+	}
+	return envInt("MCPX_BENCH_MAX_ROWS", 20_000)
+}()
 
 // proxydPrefix is the prefix of the exposed tools of the server for
 // upstream era.
@@ -387,9 +404,13 @@ func throughput(b *testing.B, p path, clients, calls int, how caller) float64 {
 }
 
 func methodNote() string {
-	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows: plain text; +64kj rows: JSON records): %d paired, %d rounds of %d, %d runs of %d",
+	log := "proxyd's activity log unbounded in effect (1,000,000 rows)"
+	if benchMaxRows > 0 {
+		log = fmt.Sprintf("proxyd's activity log at its bound of %d rows from the first seconds", benchMaxRows)
+	}
+	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows: plain text; +64kj rows: JSON records): %d paired, %d rounds of %d, %d runs of %d; %s",
 		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2,
-		large.reps*large.calls, large.rounds, large.block, large.reps, large.calls/2)
+		large.reps*large.calls, large.rounds, large.block, large.reps, large.calls/2, log)
 }
 
 // reportHeader heads the table; the w: rows repeat each measurement on
