@@ -33,7 +33,9 @@ func (ms *Members) of(obj []byte) bool {
 
 // scanObject checks the object starting at b[i] ('{') inside depth
 // objects and arrays, as scanValue does, noting its members in ms; it
-// returns the index after the object, -1 when it is not valid.
+// returns the index after the object, -1 when it is not valid. Its loop
+// is scanValue's object loop plus the list; one loop for both, with the
+// list optional, read every message's objects about a fifth slower.
 func scanObject(b []byte, i, depth int, ms *Members) int {
 	if depth >= maxDepth {
 		return -1
