@@ -48,7 +48,58 @@ type addedIntervals struct{ p50, p99 span }
 // is a floor on the uncertainty, not its measure. The seed is fixed: the
 // same samples give the same interval.
 func (p paired) intervals(d, rp, pd int) addedIntervals {
-	n := len(p[d])
+	return bootstrap(len(p[d]), func(idx []int, path int, buf []time.Duration) []time.Duration {
+		for _, i := range idx {
+			if s := p[path][i]; s.ok {
+				buf = append(buf, s.took)
+			}
+		}
+		return buf
+	}, d, rp, pd)
+}
+
+// blocked are a block measurement's latencies by round and path: in each
+// round every path had one block of calls (blocks).
+type blocked [][]timings
+
+// timings are each path's latencies over all rounds, sorted.
+func (bl blocked) timings() []timings {
+	if len(bl) == 0 {
+		return nil
+	}
+	lat := make([]timings, len(bl[0]))
+	for _, round := range bl {
+		for i, t := range round {
+			lat[i] = append(lat[i], t...)
+		}
+	}
+	for i := range lat {
+		slices.Sort(lat[i])
+	}
+	return lat
+}
+
+// intervals are the block ratios' intervals, bootstrapped as paired's
+// with the rounds of blocks drawn (the same draw for the three paths,
+// whose blocks of a round ran one after another). A block's p99 is set by
+// the moments of machine noise its calls met, a few a block at 16
+// clients, so one or two blocks can carry a run's block p99: with the
+// few rounds a run has, the interval shows how far they move it.
+func (bl blocked) intervals(d, rp, pd int) addedIntervals {
+	return bootstrap(len(bl), func(idx []int, path int, buf []time.Duration) []time.Duration {
+		for _, r := range idx {
+			buf = append(buf, bl[r][path]...)
+		}
+		return buf
+	}, d, rp, pd)
+}
+
+// bootstrap draws n units (rounds) with replacement bootstrapDraws times,
+// pools each of the paths d, rp and pd over a draw (pool appends a path's
+// latencies over the drawn units to buf), and returns the 90% intervals
+// of the ratios taken on the draws. The seed is fixed: the same samples
+// give the same interval.
+func bootstrap(n int, pool func(idx []int, path int, buf []time.Duration) []time.Duration, d, rp, pd int) addedIntervals {
 	if n == 0 {
 		return addedIntervals{}
 	}
@@ -63,12 +114,7 @@ func (p paired) intervals(d, rp, pd int) addedIntervals {
 		}
 		var q [3]quantiles
 		for k, path := range [3]int{d, rp, pd} {
-			buf := bufs[k][:0]
-			for _, i := range idx {
-				if s := p[path][i]; s.ok {
-					buf = append(buf, s.took)
-				}
-			}
+			buf := pool(idx, path, bufs[k][:0])
 			slices.Sort(buf)
 			bufs[k] = buf
 			q[k] = quantiles{p50: pct(buf, 50), p99: pct(buf, 99)}
@@ -206,4 +252,54 @@ func TestPairedIntervals(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestBlockIntervals(t *testing.T) {
+	const rounds, calls = 4, 2000
+	// build makes rounds of blocks of three paths: direct calls drawn
+	// around 300 µs, the reverse proxy's 100 µs more, proxyd's from add.
+	build := func(add func(round, n int, d time.Duration) time.Duration) blocked {
+		rng := rand.New(rand.NewPCG(4, 0))
+		bl := make(blocked, rounds)
+		for r := range bl {
+			bl[r] = make([]timings, 3)
+			for n := range calls {
+				d := 200*time.Microsecond + time.Duration(rng.ExpFloat64()*float64(100*time.Microsecond))
+				bl[r][0] = append(bl[r][0], d)
+				bl[r][1] = append(bl[r][1], d+100*time.Microsecond)
+				bl[r][2] = append(bl[r][2], add(r, n, d))
+			}
+		}
+		return bl
+	}
+	whole := func(bl blocked) float64 {
+		lat := bl.timings()
+		return ratioOf(pct(lat[0], 99), pct(lat[1], 99), pct(lat[2], 99))
+	}
+	t.Run("constant overheads give an exact ratio", func(t *testing.T) {
+		iv := build(func(_, _ int, d time.Duration) time.Duration { return d + 200*time.Microsecond }).intervals(0, 1, 2)
+		for _, s := range []span{iv.p50, iv.p99} {
+			if math.Abs(s.lo-2) > 1e-9 || math.Abs(s.hi-2) > 1e-9 {
+				t.Fatalf("want 2.00x–2.00x, got %s", s)
+			}
+		}
+	})
+	t.Run("one block's burst spans the interval", func(t *testing.T) {
+		// proxyd adds what the reverse proxy does, but 6% of its first
+		// block's calls meet a 5 ms burst: over the run, 1.5% of its calls.
+		bl := build(func(r, n int, d time.Duration) time.Duration {
+			if r == 0 && n%50 < 3 {
+				return d + 5*time.Millisecond
+			}
+			return d + 100*time.Microsecond
+		})
+		iv, w := bl.intervals(0, 1, 2), whole(bl)
+		t.Logf("run's p99 ratio %.2fx, interval %s", w, iv.p99)
+		if w < 1.25 {
+			t.Fatalf("the run's p99 ratio %.2fx: want the burst to carry it over the line", w)
+		}
+		if iv.p99.lo > 1.01 || iv.p99.hi < 1.25 {
+			t.Fatalf("interval %s: want it to hold about 1x (the draws without the first block) and the line", iv.p99)
+		}
+	})
 }

@@ -333,8 +333,9 @@ func latencies(b *testing.B, paths []path, clients, calls int, how caller) ([]ti
 
 // blocks times calls per path in warm sequential blocks: all clients call
 // one path for a block of `calls` calls, then the next path, the paths
-// alternating block by block (and the order rotating each round).
-func blocks(b *testing.B, paths []path, clients, calls, rounds int, how caller) []timings {
+// alternating block by block (and the order rotating each round). It
+// returns the latencies by round and path, for the intervals (blocked).
+func blocks(b *testing.B, paths []path, clients, calls, rounds int, how caller) blocked {
 	b.Helper()
 	var open sessions
 	defer func() { open.end() }()
@@ -345,8 +346,9 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int, how caller) 
 			cls[i][k] = open.open(b, p, how)
 		}
 	}
-	lat := make([]timings, len(paths))
+	lat := make(blocked, rounds)
 	for r := range rounds {
+		lat[r] = make([]timings, len(paths))
 		for k := range paths {
 			i := (k + r) % len(paths)
 			got := make([]sample, calls)
@@ -367,12 +369,9 @@ func blocks(b *testing.B, paths []path, clients, calls, rounds int, how caller) 
 			}
 			wg.Wait()
 			for _, s := range got {
-				lat[i].add(s)
+				lat[r][i].add(s)
 			}
 		}
-	}
-	for i := range lat {
-		slices.Sort(lat[i])
 	}
 	return lat
 }
@@ -527,6 +526,7 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, s
 		}
 	}
 	n := len(paths)
+	blkLat, wblkLat := blk.timings(), wblk.timings()
 	e2e, wire := make([]quantiles, n), make([]quantiles, n)
 	perSec, wirePerSec := make([]float64, n), make([]float64, n)
 	median := func(v []float64) float64 {
@@ -534,8 +534,8 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, s
 		return v[len(v)/2]
 	}
 	for i := range paths {
-		e2e[i] = quantilesOf(lat[i], blk[i])
-		wire[i] = quantilesOf(wlat[i], wblk[i])
+		e2e[i] = quantilesOf(lat[i], blkLat[i])
+		wire[i] = quantilesOf(wlat[i], wblkLat[i])
 		perSec[i], wirePerSec[i] = median(runs[i]), median(wireRuns[i])
 	}
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
@@ -582,22 +582,22 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, s
 	}
 	// one prints a clock's verdict lines (end to end, or on the wire: how
 	// and tag say which) and returns its ratios.
-	one := func(era, how, tag string, q []quantiles, perSec []float64, rs paired, d, rp int) ratios {
+	one := func(era, how, tag string, q []quantiles, perSec []float64, rs paired, bs blocked, d, rp int) ratios {
 		r, s := addedRatios(q, d, rp)
-		iv := rs.intervals(d, rp, pProxyd)
+		iv, biv := rs.intervals(d, rp, pProxyd), bs.intervals(d, rp, pProxyd)
 		r.tput = perSec[pProxyd] / perSec[rp]
 		fmt.Fprintf(report, "  => %s era%s: proxyd added latency vs reverse proxy: %s; throughput %.0f%% of reverse proxy\n", era, how, s, 100*r.tput)
-		fmt.Fprintf(report, "     paired intervals (90%%, rounds resampled): %s\n", iv)
+		fmt.Fprintf(report, "     intervals (90%%): paired, rounds resampled: %s; blocks, rounds of blocks resampled: %s\n", iv, biv)
 		fmt.Fprintf(report, "SUMMARY%s %s c%d %s %.3f %.3f %.3f %.3f %.3f\n", tag, label, clients, era, r.p50, r.p99, r.blockP50, r.blockP99, r.tput)
-		fmt.Fprintf(report, "INTERVAL%s %s c%d %s %s\n", tag, label, clients, era, iv.fields())
+		fmt.Fprintf(report, "INTERVAL%s %s c%d %s %s %s\n", tag, label, clients, era, iv.fields(), biv.fields())
 		return r
 	}
 	side := func(era string, d, rp int) eraRatios {
 		// Composite literal elements are evaluated in order: end to end
 		// is printed first.
 		return eraRatios{
-			e2e:  one(era, "", "", e2e, perSec, rounds, d, rp),
-			wire: one(era, ", on the wire", "-WIRE", wire, wirePerSec, wrounds, d, rp),
+			e2e:  one(era, "", "", e2e, perSec, rounds, blk, d, rp),
+			wire: one(era, ", on the wire", "-WIRE", wire, wirePerSec, wrounds, wblk, d, rp),
 		}
 	}
 	v := verdict{cross: cross}
