@@ -47,6 +47,18 @@ var (
 // size is how many calls a measurement makes (see the variables above).
 type size struct{ calls, reps, block, rounds int }
 
+// tputCalls is how many calls one throughput run makes: calls/2, and at
+// more than one client four times that. 1,500 calls at 16 clients took
+// about a fifth of a second, short enough that one of the machine's
+// bursts moved a run's ratio by a tenth or more (docs/performance.md,
+// "Throughput runs' length").
+func tputCalls(sz size, clients int) int {
+	if clients > 1 {
+		return 2 * sz.calls
+	}
+	return sz.calls / 2
+}
+
 // small is the size of the rows of small calls; large the size of the
 // rows with a large argument, whose calls take ten times as long, so
 // fewer of them fit in a run (their p99 rests on fewer samples).
@@ -407,8 +419,8 @@ func methodNote() string {
 	if benchMaxRows > 0 {
 		log = fmt.Sprintf("proxyd's activity log at its bound of %d rows from the first seconds", benchMaxRows)
 	}
-	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls; each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows: plain text; +64kj rows: JSON records): %d paired, %d rounds of %d, %d runs of %d; %s",
-		reps*callsPerRun, blockRounds, blockCalls, reps, callsPerRun/2,
+	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls (%d at 16 clients); each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows: plain text; +64kj rows: JSON records): %d paired, %d rounds of %d, %d runs of %d; %s",
+		reps*callsPerRun, blockRounds, blockCalls, reps, tputCalls(small, 1), tputCalls(small, 16),
 		large.reps*large.calls, large.rounds, large.block, large.reps, large.calls/2, log)
 }
 
@@ -519,10 +531,11 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, s
 	dumpRounds(b, label, clients, "wire", paths, wrounds)
 	wblk := blocks(b, paths, clients, sz.block, sz.rounds, replayed)
 	runs, wireRuns := make([][]float64, len(paths)), make([][]float64, len(paths))
+	tput := tputCalls(sz, clients)
 	for range sz.reps {
 		for i, p := range paths {
-			runs[i] = append(runs[i], throughput(b, p, clients, sz.calls/2, viaLibrary))
-			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, sz.calls/2, replayed))
+			runs[i] = append(runs[i], throughput(b, p, clients, tput, viaLibrary))
+			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, tput, replayed))
 		}
 	}
 	n := len(paths)
@@ -571,7 +584,7 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, s
 		}
 	}
 	// Every path makes about as many calls; a path losing over 1% fails the run.
-	total := 3*sz.reps*sz.calls + 2*sz.rounds*sz.block + 40*clients*n
+	total := 2*sz.reps*(sz.calls+tput) + 2*sz.rounds*sz.block + 40*clients*n
 	for _, p := range paths {
 		if failed := p.failed.Load(); failed > 0 {
 			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, failed, total)
