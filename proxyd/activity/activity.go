@@ -654,8 +654,8 @@ func (s *Store) insert(batch []Record, most int, before func()) error {
 // (max_rows lowered, say) is the periodic trim's.
 func (s *Store) retire(ctx context.Context, tx *store.Tx, last int64, added, step int, before func()) (int64, error) {
 	floor := s.floor.Load()
-	cut := last - int64(s.opts.MaxRows)
-	if s.opts.MaxRows <= 0 || cut <= 0 {
+	cut := s.rowCut(last)
+	if cut == 0 {
 		return floor, nil
 	}
 	if floor == 0 {
@@ -685,6 +685,17 @@ func (s *Store) retire(ctx context.Context, tx *store.Tx, last int64, added, ste
 		floor = to + 1
 	}
 	return floor, nil
+}
+
+// rowCut is the newest id past the row bound (MaxRows) when newest is
+// the newest row's, 0 when none is: ids only grow and old rows go first,
+// so the rows above newest-MaxRows are the newest MaxRows (fewer if ids
+// have gaps).
+func (s *Store) rowCut(newest int64) int64 {
+	if s.opts.MaxRows <= 0 || newest <= int64(s.opts.MaxRows) {
+		return 0
+	}
+	return newest - int64(s.opts.MaxRows)
 }
 
 // insertRows is the most records one INSERT statement carries. A
@@ -825,13 +836,11 @@ func (s *Store) trim(ctx context.Context) (bool, error) {
 		}
 	}
 	if s.opts.MaxRows > 0 {
-		// Ids only grow and old rows go first, so the rows above
-		// max(id)-MaxRows are the newest MaxRows (fewer if ids have gaps).
 		var maxID sql.NullInt64
 		if err := s.db.QueryRowContext(ctx, `SELECT max(id) FROM activity`).Scan(&maxID); err != nil {
 			return false, fmt.Errorf("activity retention by rows: %w", err)
 		}
-		if cut := maxID.Int64 - int64(s.opts.MaxRows); maxID.Valid && cut > 0 {
+		if cut := s.rowCut(maxID.Int64); cut > 0 {
 			res, err := s.db.ExecContext(ctx, `DELETE FROM activity WHERE id IN
 				(SELECT id FROM activity WHERE id <= ? ORDER BY id LIMIT ?)`, cut, retentionBatch)
 			if err != nil {
