@@ -30,10 +30,11 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
-// callsPerRun and reps size a measurement: paired latency is taken over
-// reps*callsPerRun paired calls per path, throughput as the median of reps
-// interleaved runs of callsPerRun/2 calls per path; block latency over
-// blockRounds rounds of one block of blockCalls calls per path.
+// callsPerRun and reps size a measurement at one client: paired latency
+// is taken over reps*callsPerRun paired calls per path, throughput as the
+// median of reps interleaved runs of callsPerRun/2 calls per path; block
+// latency over blockRounds rounds of one block of blockCalls calls per
+// path. At more than one client, see size.at.
 var (
 	callsPerRun = envInt("MCPX_BENCH_CALLS", 3000)
 	reps        = envInt("MCPX_BENCH_REPS", 3)
@@ -44,27 +45,39 @@ var (
 	blockRounds = envInt("MCPX_BENCH_ROUNDS", 4)
 )
 
-// size is how many calls a measurement makes (see the variables above).
-type size struct{ calls, reps, block, rounds int }
+// size is how many calls a measurement makes (see the variables above):
+// paired calls, blocks, and throughput runs of tput calls each, the
+// median of tputRuns.
+type size struct{ calls, reps, block, rounds, tput, tputRuns int }
 
-// tputCalls is how many calls one throughput run makes: calls/2, and at
-// more than one client four times that. 1,500 calls at 16 clients took
-// about a fifth of a second, short enough that one of the machine's
-// bursts moved a run's ratio by a tenth or more (docs/performance.md,
-// "Throughput runs' length").
-func tputCalls(sz size, clients int) int {
+// sized is a size as the variables above give it, for one client.
+func sized(calls, reps, block, rounds int) size {
+	return size{calls, reps, block, rounds, calls / 2, reps}
+}
+
+// at is sz as a measurement at clients makes it. At more than one client
+// a block of 2,000 calls lasts 0.3–0.7 s, so its p99 is that of the
+// bursts of machine noise that met it, and one block in four could set
+// a path's p99 (docs/performance.md, "The 16-client block p99, call by
+// call"): it takes four times the rounds. A throughput run there is as
+// short (1,500 calls took about a fifth of a second, and one burst moved
+// its ratio by a tenth or more: "Throughput runs' length"): each makes
+// four times the calls, and the median is of 2*reps-1 runs, not reps.
+func (sz size) at(clients int) size {
 	if clients > 1 {
-		return 2 * sz.calls
+		sz.rounds *= 4
+		sz.tput = 2 * sz.calls
+		sz.tputRuns = 2*sz.reps - 1
 	}
-	return sz.calls / 2
+	return sz
 }
 
 // small is the size of the rows of small calls; large the size of the
 // rows with a large argument, whose calls take ten times as long, so
 // fewer of them fit in a run (their p99 rests on fewer samples).
 var (
-	small = size{callsPerRun, reps, blockCalls, blockRounds}
-	large = size{envInt("MCPX_BENCH_LARGE_CALLS", 200), reps, envInt("MCPX_BENCH_LARGE_BLOCK", 200), 2}
+	small = sized(callsPerRun, reps, blockCalls, blockRounds)
+	large = sized(envInt("MCPX_BENCH_LARGE_CALLS", 200), reps, envInt("MCPX_BENCH_LARGE_BLOCK", 200), 2)
 )
 
 // largeText is the large argument: 64 KiB of text, which the echo tool
@@ -419,9 +432,10 @@ func methodNote() string {
 	if benchMaxRows > 0 {
 		log = fmt.Sprintf("proxyd's activity log at its bound of %d rows from the first seconds", benchMaxRows)
 	}
-	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls (%d at 16 clients); each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows: plain text; +64kj rows: JSON records): %d paired, %d rounds of %d, %d runs of %d; %s",
-		reps*callsPerRun, blockRounds, blockCalls, reps, tputCalls(small, 1), tputCalls(small, 16),
-		large.reps*large.calls, large.rounds, large.block, large.reps, large.calls/2, log)
+	many := small.at(16)
+	return fmt.Sprintf("paired: %d paired calls per path; blocks: %d rounds (%d at 16 clients) of a %d-call block per path, paths alternating; calls/s: median of %d interleaved runs of %d calls (%d of %d at 16 clients); each measured with the library and (w: rows) on the wire; with a 64 KiB argument (+64k rows: plain text; +64kj rows: JSON records): %d paired, %d rounds of %d, %d runs of %d; %s",
+		small.reps*small.calls, small.rounds, many.rounds, small.block, small.tputRuns, small.tput, many.tputRuns, many.tput,
+		large.reps*large.calls, large.rounds, large.block, large.tputRuns, large.tput, log)
 }
 
 // reportHeader heads the table; the w: rows repeat each measurement on
@@ -514,6 +528,7 @@ const (
 // to the reverse proxy.
 func compare(b *testing.B, report *strings.Builder, label string, clients int, sz size, paths []path) verdict {
 	b.Helper()
+	sz = sz.at(clients)
 	for i := range paths {
 		paths[i].failed = &atomic.Int64{}
 		if paths[i].progress {
@@ -531,11 +546,10 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, s
 	dumpRounds(b, label, clients, "wire", paths, wrounds)
 	wblk := blocks(b, paths, clients, sz.block, sz.rounds, replayed)
 	runs, wireRuns := make([][]float64, len(paths)), make([][]float64, len(paths))
-	tput := tputCalls(sz, clients)
-	for range sz.reps {
+	for range sz.tputRuns {
 		for i, p := range paths {
-			runs[i] = append(runs[i], throughput(b, p, clients, tput, viaLibrary))
-			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, tput, replayed))
+			runs[i] = append(runs[i], throughput(b, p, clients, sz.tput, viaLibrary))
+			wireRuns[i] = append(wireRuns[i], throughput(b, p, clients, sz.tput, replayed))
 		}
 	}
 	n := len(paths)
@@ -584,7 +598,7 @@ func compare(b *testing.B, report *strings.Builder, label string, clients int, s
 		}
 	}
 	// Every path makes about as many calls; a path losing over 1% fails the run.
-	total := 2*sz.reps*(sz.calls+tput) + 2*sz.rounds*sz.block + 40*clients*n
+	total := 2*(sz.reps*sz.calls+sz.tputRuns*sz.tput) + 2*sz.rounds*sz.block + 40*clients*n
 	for _, p := range paths {
 		if failed := p.failed.Load(); failed > 0 {
 			fmt.Fprintf(report, "  (%s: %d of about %d calls failed)\n", p.name, failed, total)
