@@ -32,7 +32,7 @@ func TestPreflight(t *testing.T) {
 	}{
 		{args: []string{"tools", "docs", "--help"}, want: "mcpx tools --help"},
 		{args: []string{"call", "docs", "search", "q=1", "-h"}, want: "mcpx call --help"},
-		{args: []string{"--socket", "/s", "help", "drill"}, want: "mcpx --socket /s drill --help"},
+		{args: []string{"--socket", "/s", "help", "tools"}, want: "mcpx --socket /s tools --help"},
 		{args: []string{"help", "exit-codes"}, want: "mcpx help exit-codes"},
 		{args: []string{"servers", "add", "x", "--", "cmd", "--help"}, want: "mcpx servers add x -- cmd --help"},
 		// call and tools: a stdio command after '--' is kept apart.
@@ -55,6 +55,41 @@ func TestPreflight(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d", tt.args, ExitCode(err), ExitUsage)
 		case !tt.wantErr && (err != nil || strings.Join(got, " ") != tt.want):
 			t.Errorf("%v: got %q, %v; want %q", tt.args, strings.Join(got, " "), err, tt.want)
+		}
+	}
+}
+
+// TestHelpOfCommandsWithSubcommands: the help of a command with
+// subcommands lists them and its flags, however it is asked for.
+func TestHelpOfCommandsWithSubcommands(t *testing.T) {
+	var b strings.Builder
+	app := New(&b, io.Discard)
+	for _, c := range app.Commands {
+		if len(c.Subcommands) == 0 || c.Hidden {
+			continue
+		}
+		for _, line := range [][]string{{"mcpx", c.Name, "--help"}, {"mcpx", "help", c.Name}, {"mcpx", c.Name, "-h"}} {
+			b.Reset()
+			if _, err := preflight(app, line); !errors.Is(err, errHelpShown) {
+				t.Errorf("%v: %v, want the help printed", line, err)
+				continue
+			}
+			help := b.String()
+			for _, want := range []string{"USAGE:", "COMMANDS:", "OPTIONS:", "--help, -h"} {
+				if !strings.Contains(help, want) {
+					t.Errorf("%v: no %q in\n%s", line, want, help)
+				}
+			}
+			for _, s := range c.VisibleCommands() {
+				if !strings.Contains(help, "\n   "+s.Name) {
+					t.Errorf("%v: subcommand %q not listed in\n%s", line, s.Name, help)
+				}
+			}
+			for _, f := range c.VisibleFlags() {
+				if name := f.Names()[0]; !strings.Contains(help, "--"+name) {
+					t.Errorf("%v: flag --%s not listed in\n%s", line, name, help)
+				}
+			}
 		}
 	}
 }

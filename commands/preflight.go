@@ -85,13 +85,18 @@ func preflight(app *cli.App, args []string) ([]string, error) {
 	if !help {
 		return args, nil
 	}
-	// urfave/cli shows the parent's help for a subcommand's --help: print
-	// the subcommand's own.
-	if len(path) >= 2 && len(path[len(path)-1].Subcommands) == 0 {
-		cp := *path[len(path)-1]
+	// urfave/cli shows the parent's help for a subcommand's --help, and
+	// for a command with subcommands neither its subcommands nor its
+	// flags: print the command's own, with both.
+	if last := len(path) - 1; last >= 1 && len(path[last].Subcommands) == 0 || last >= 0 && len(path[last].Subcommands) > 0 {
+		cp := *path[last]
 		cp.HelpName = commandLine(path)
 		cp.Flags = append(slices.Clip(cp.Flags), cli.HelpFlag)
-		cli.HelpPrinter(app.Writer, cli.CommandHelpTemplate, &cp)
+		tmpl := cli.CommandHelpTemplate
+		if len(cp.Subcommands) > 0 {
+			tmpl = subcommandHelpTemplate
+		}
+		cli.HelpPrinter(app.Writer, tmpl, &cp)
 		return nil, errHelpShown
 	}
 	globals, _ = extractFlags(args[1:], app.Flags, false)
@@ -106,6 +111,13 @@ func preflight(app *cli.App, args []string) ([]string, error) {
 	}
 	return append(out, "--help"), nil
 }
+
+// subcommandHelpTemplate is urfave/cli's help of a command with
+// subcommands, listing them without categories: a command's categories
+// are set up only while urfave/cli runs it, and the template's category
+// list fails (and ends the help there) on a command it has not.
+var subcommandHelpTemplate = strings.Replace(cli.SubcommandHelpTemplate,
+	`{{template "visibleCommandCategoryTemplate" .}}`, `{{template "visibleCommandTemplate" .}}`, 1)
 
 // errHelpShown: preflight printed the help asked for; exit 0.
 var errHelpShown = errors.New("help shown")
