@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,12 +56,22 @@ func runConnectInfo(c *cli.Context) error {
 		fmt.Fprintf(w, "  claude mcp add --transport http mcpx %s --header \"Authorization: Bearer %s\"\n\n", info.URL, shellToken)
 		cursor := map[string]any{"mcpServers": map[string]any{"mcpx": map[string]any{
 			"url": info.URL, "headers": map[string]string{"Authorization": "Bearer " + jsonToken}}}}
-		b, _ := json.MarshalIndent(cursor, "  ", "  ")
-		fmt.Fprintf(w, "Cursor (~/.cursor/mcp.json) and other JSON-configured clients:\n  %s\n\n", b)
+		fmt.Fprintf(w, "Cursor (~/.cursor/mcp.json) and other JSON-configured clients:\n  %s\n\n", snippet(cursor))
 		stdio := map[string]any{"mcpServers": map[string]any{"mcpx": map[string]any{
 			"command": info.StdioCommand[0], "args": info.StdioCommand[1:]}}}
-		b, _ = json.MarshalIndent(stdio, "  ", "  ")
-		fmt.Fprintf(w, "stdio-only clients (no token needed; the socket is the credential):\n  %s\n", b)
+		fmt.Fprintf(w, "stdio-only clients (no token needed; the socket is the credential):\n  %s\n", snippet(stdio))
 		return nil
 	})
+}
+
+// snippet is v as indented JSON to paste into a client's config: as a
+// person writes it, with <, > and & as themselves rather than the \u
+// escapes encoding/json uses for HTML.
+func snippet(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("  ", "  ")
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -82,6 +82,10 @@ servers:
 	if strings.Contains(r.stdout, ownTok) || !strings.Contains(r.stdout, "mcpx_…") {
 		t.Errorf("connect-info printed proxyd's token in full (or not shortened):\n%s", r)
 	}
+	// The Cursor snippet is pasted as it is: no \u003c for its <...>.
+	if !strings.Contains(r.stdout, `"Bearer <the token in `) {
+		t.Errorf("connect-info's JSON snippet does not read as written:\n%s", r)
+	}
 	if r := e.mustRun("connect-info", "--show-token"); !strings.Contains(r.stdout, ownTok) {
 		t.Errorf("connect-info --show-token lacks the token")
 	}
