@@ -133,6 +133,10 @@ func runServersAdd(c *cli.Context) error {
 	switch {
 	case strings.Contains(args[1], "://") && len(args) == 2:
 		s.URL = args[1]
+	case strings.Contains(args[1], "://"):
+		// A URL is never a command: words after it are a slip (a header
+		// without --header, a stray argument), not a stdio server.
+		return usageErr("%q is a URL, and a remote server takes nothing after it (got %q): a header is --header 'K: V'; a stdio server is NAME -- COMMAND [ARGS...]", args[1], strings.Join(args[2:], " "))
 	case len(args) == 2 && looksLikeHost(args[1]):
 		return usageErr("%q has no scheme: write https://%s (or http:// on loopback); a stdio server is NAME -- COMMAND [ARGS...]", args[1], args[1])
 	default:

@@ -144,6 +144,8 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"servers", "add", "fixture", fx.URL()}, want: 2, stderr: "already exists"},
 		{args: []string{"servers", "add", "ftp", "ftp://example.test/mcp"}, want: 2},
 		{args: []string{"servers", "add", "noscheme", "example.test/mcp"}, want: 2, stderr: "no scheme"},
+		{args: []string{"servers", "add", "extra", "https://example.test/mcp", "Authorization: Bearer x"}, want: 2, stderr: "a remote server takes nothing after it"},
+		{args: []string{"servers", "add", "urlcmd", "--", "https://example.test/mcp", "x"}, want: 2, stderr: "is a URL"},
 		{args: []string{"drill", "session", "fixture", "--calls", "0"}, want: 2},
 		{args: []string{"completion", "tcsh"}, want: 2},
 		{args: []string{"status", "a", "b"}, want: 2},
