@@ -17,8 +17,10 @@ var toolsCommand = &cli.Command{
 	Description: `Lists tools as MCP clients see them through proxyd: the exposed name
 (the server's prefix, <server>__ by default, and the tool's own name),
 whether the tool is read-only or destructive, and its description. A tool
-whose name another server already exposes is marked "left out". -o json
-includes each tool's input schema, verbatim.
+whose name another server already exposes is marked "left out", and so
+are the tools of a server that is not ready (listed when it last was):
+clients see neither. -o json includes each tool's input schema, verbatim,
+and "left_out" with the reason.
 
 'mcpx tools URL' and 'mcpx tools -- COMMAND [ARGS...]' list a server that is
 not configured: through proxyd when it is up (recorded as an ad-hoc

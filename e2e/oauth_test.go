@@ -119,6 +119,19 @@ func TestOAuthFixture(t *testing.T) {
 			if cr.Error == nil || cr.Error.ErrorClass != "auth" {
 				t.Errorf("call after logout: want error_class auth, got %+v", cr.Error)
 			}
+			// Signed out, the server is not ready, and 'mcpx tools' says
+			// its tools (listed before) are not served, as clients see.
+			st := o.waitServer("docs", api.StateError)
+			var tools []api.Tool
+			o.runJSON(0, &tools, "tools", "docs", "-o", "json")
+			for _, tl := range tools {
+				if !strings.Contains(tl.LeftOut, "not served while docs is error") {
+					t.Errorf("tool %s of a server in state %s: left_out %q", tl.Name, st.State, tl.LeftOut)
+				}
+			}
+			if len(tools) == 0 {
+				t.Error("mcpx tools after logout lists nothing: want the tools listed before, marked not served")
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package proxyd
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -76,13 +77,18 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 		}
 		found = true
 		cfg := c.Config()
+		// The endpoint serves the tools of ready servers only; another
+		// state keeps the tools last listed, which clients do not see.
+		state := c.State()
 		for _, t := range c.Tools() {
 			tool := api.Tool{
 				Server: c.Name(), Name: t.Name, Exposed: downstream.ExposedName(c.Name(), cfg.ExposedPrefix(), t.Name),
 				Title: t.Title, Description: t.Description, ReadOnly: t.ReadOnly(), Destructive: t.Destructive(),
 				InputSchema: t.RawInputSchema,
 			}
-			if e, held := naming.Tools[tool.Exposed]; held && e != (downstream.Entry{Server: c.Name(), Name: t.Name}) {
+			if state != api.StateReady {
+				tool.LeftOut = fmt.Sprintf("not served while %s is %s (see 'mcpx status %s')", c.Name(), state, c.Name())
+			} else if e, held := naming.Tools[tool.Exposed]; held && e != (downstream.Entry{Server: c.Name(), Name: t.Name}) {
 				tool.LeftOut = "the name is already exposed by server " + e.Server
 			}
 			out = append(out, tool)
