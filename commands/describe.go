@@ -91,7 +91,7 @@ func printServer(w io.Writer, s *api.ServerStatus) error {
 func nextStep(s *api.ServerStatus) string {
 	switch {
 	case strings.Contains(s.LastError, "requires sign-in") || strings.Contains(s.LastError, "mcpx login"):
-		return "mcpx login " + s.Name
+		return "mcpx login " + s.Name + " (or, for a static token: mcpx auth set-token " + s.Name + ")"
 	case s.State == api.StateError && s.Transport == "stdio":
 		return "check the command (run it by hand: it must speak MCP on stdout), then 'mcpx reload'"
 	case s.State == api.StateError:
@@ -100,6 +100,8 @@ func nextStep(s *api.ServerStatus) string {
 		return "mcpx activity --server " + s.Name + " --since 15m"
 	case s.State == api.StateDisabled:
 		return "set disabled: false for " + s.Name + " in the config"
+	case s.State == api.StateConnecting && s.Transport == "stdio":
+		return "wait (a stdio child must answer initialize on stdout), or run its command by hand"
 	case s.State == api.StateConnecting:
 		return "wait, or: mcpx probe " + s.Name
 	}

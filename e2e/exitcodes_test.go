@@ -169,6 +169,7 @@ func TestExitCodeTable(t *testing.T) {
 	runExitCases(t, e, "any other error", []exitCase{
 		// Nothing answers at the server's URL: the sign-in cannot start.
 		{args: []string{"login", "broken", "--timeout", "5s"}, want: 1, stderr: "OAuth discovery failed"},
+		{args: []string{"login", "broken", "--timeout", "5s"}, want: 1, stderr: "mcpx auth set-token broken"},
 	})
 	runExitCases(t, e, "not signed in", []exitCase{
 		{args: []string{"drill", "refresh", "broken"}, want: 6, stderr: "mcpx login broken"},

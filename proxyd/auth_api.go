@@ -60,7 +60,10 @@ func (d *Daemon) handleLogin(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := d.discover(ctx, s)
 	if err != nil {
-		return conflict("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried)", s.Name, redact.Text(err.Error()), s.Name)
+		// A server that answers 401 without OAuth metadata often takes a
+		// static token instead: say where that goes.
+		return conflict("sign-in to %s: OAuth discovery failed: %v (run 'mcpx probe %s' for every URL tried; if %s takes a static token (PAT, API key) rather than OAuth, store it with 'mcpx auth set-token %s')",
+			s.Name, redact.Text(err.Error()), s.Name, s.Name, s.Name)
 	}
 	var out *ndjson
 	lr := oauth.LoginRequest{
