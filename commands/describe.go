@@ -87,10 +87,15 @@ func printServer(w io.Writer, s *api.ServerStatus) error {
 	return nil
 }
 
+// needsSignIn: the server's connection was refused for want of a sign-in.
+func needsSignIn(s *api.ServerStatus) bool {
+	return strings.Contains(s.LastError, "requires sign-in") || strings.Contains(s.LastError, "mcpx login")
+}
+
 // nextStep is the command to run next for a server in its state.
 func nextStep(s *api.ServerStatus) string {
 	switch {
-	case strings.Contains(s.LastError, "requires sign-in") || strings.Contains(s.LastError, "mcpx login"):
+	case needsSignIn(s):
 		return "mcpx login " + s.Name + " (or, for a static token: mcpx auth set-token " + s.Name + ")"
 	case s.State == api.StateError && s.Transport == "stdio":
 		return "check the command (run it by hand: it must speak MCP on stdout), then 'mcpx reload'"

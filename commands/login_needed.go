@@ -45,7 +45,7 @@ func signInNote(server string, states map[string]api.ServerStatus) string {
 		return ""
 	case s.State == api.StateReady || s.State == api.StateDegraded:
 		return "no sign-in needed"
-	case nextStep(&s) == "mcpx login "+server:
+	case needsSignIn(&s):
 		return "mcpx login " + server
 	}
 	return ""

@@ -176,6 +176,9 @@ func TestExitCodeTable(t *testing.T) {
 	})
 	runExitCases(t, e, "drill cannot run / unhealthy", []exitCase{
 		{args: []string{"drill", "session", "broken"}, want: 9, stderr: "cannot run"},
+		// Connected without a sign-in: nothing to refresh, and no point
+		// in sending the user to 'mcpx login'.
+		{args: []string{"drill", "refresh", "fixture"}, want: 9, stderr: "no token to refresh"},
 		{args: []string{"health", "broken"}, want: 9},
 		{args: []string{"health"}, want: 9},
 	})
