@@ -152,7 +152,7 @@ func TestOAuthNoRefreshTokens(t *testing.T) {
 	o.waitReady("docs")
 	o.mustRun("call", "docs", "echo", "text=x")
 	r = o.run("drill", "refresh", "docs", "--callers", "5")
-	if r.code == 0 || !strings.Contains(r.stderr, "no refresh token") {
+	if r.code != 9 || !strings.Contains(r.stderr, "no refresh token") {
 		t.Errorf("drill without a refresh token: want a failure that says why:\n%s", r)
 	}
 	if st := fx.stats(t); st.RefreshRequests != 0 {

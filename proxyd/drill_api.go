@@ -136,7 +136,7 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 		return authRequired("not signed in to %s: run 'mcpx login %s' first", s.Name, s.Name)
 	}
 	if tok.RefreshToken == "" && d.machineGrant(s) == nil {
-		return conflict("the grant for %s has no refresh token: nothing to drill (the server did not issue one; see 'mcpx auth status %s')", s.Name, s.Name)
+		return unavailable("the grant for %s has no refresh token: nothing to drill, the drill cannot run (the server did not issue one; see 'mcpx auth status %s')", s.Name, s.Name)
 	}
 	streamDrill(w, r, func(ctx context.Context, progress func(string)) (api.RefreshDrillReport, error) {
 		return drill.Refresh(ctx, t, drill.RefreshOptions{Callers: req.Callers, At: req.At, Join: req.Join, Replica: d.opts.Replica, Progress: progress})
