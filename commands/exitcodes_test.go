@@ -41,6 +41,11 @@ func TestPreflight(t *testing.T) {
 		{args: []string{"statsu"}, want: `unknown command "statsu" for 'mcpx' (did you mean "status"?)`, wantErr: true},
 		{args: []string{"drill", "sesion"}, want: `unknown command "sesion" for 'mcpx drill' (did you mean "session"?)`, wantErr: true},
 		{args: []string{"activity", "--since", "-1h"}, want: "mcpx activity --since -1h"},
+		{args: []string{"down", "extra"}, want: `'mcpx down' takes no arguments (got "extra"`, wantErr: true},
+		{args: []string{"servers", "list", "x"}, want: `'mcpx servers list' takes no arguments`, wantErr: true},
+		{args: []string{"connect-info", "--show-token", "x"}, want: `'mcpx connect-info' takes no arguments`, wantErr: true},
+		{args: []string{"down", "extra", "--help"}, want: "mcpx down --help"},
+		{args: []string{"up", "--timeout", "5s"}, want: "mcpx up --timeout 5s"},
 	}
 	app := New(io.Discard, io.Discard)
 	if _, err := preflight(app, []string{"mcpx", "help", "drill", "session"}); !errors.Is(err, errHelpShown) {

@@ -67,6 +67,10 @@ func preflight(app *cli.App, args []string) ([]string, error) {
 				return nil, unknownCommand(a, cmds, path)
 			}
 		}
+		if last := len(path) - 1; last >= 0 && len(path[last].Subcommands) == 0 && path[last].ArgsUsage == "" && !helpAsked(args[i:]) {
+			// A command that takes no arguments would ignore this one.
+			return nil, usageErr("'%s' takes no arguments (got %q; see '%s --help')", commandLine(path), a, commandLine(path))
+		}
 		positional = true
 	}
 	// call and tools take a stdio command after '--'.
@@ -118,6 +122,19 @@ func preflight(app *cli.App, args []string) ([]string, error) {
 // list fails (and ends the help there) on a command it has not.
 var subcommandHelpTemplate = strings.Replace(cli.SubcommandHelpTemplate,
 	`{{template "visibleCommandCategoryTemplate" .}}`, `{{template "visibleCommandTemplate" .}}`, 1)
+
+// helpAsked: -h or --help is among args (before any '--').
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--help":
+			return true
+		}
+	}
+	return false
+}
 
 // errHelpShown: preflight printed the help asked for; exit 0.
 var errHelpShown = errors.New("help shown")
