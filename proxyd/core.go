@@ -66,6 +66,9 @@ type relayed struct {
 	// before its upstream call ends (see relay.Request.Answer); funnel
 	// then returns an outcome marked answered.
 	early func(callOutcome)
+	// refused, when set, is why the call was refused before it reached
+	// funnel (the client has its answer): it is recorded, never sent.
+	refused error
 }
 
 // call is a tools/call from proxyd's own callers (the CLI, drills).
@@ -147,6 +150,8 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 		return out
 	}
 	switch {
+	case rq.refused != nil:
+		out.Err = rq.refused
 	case !ok && srv == "":
 		out.Err = &callerr.RefusedError{Reason: fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", tool)}
 	case !ok:
@@ -483,12 +488,24 @@ func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResou
 	return c.ReadResource(ctx, req)
 }
 
-// RecordUnknownTool implements downstream.UnknownToolRecorder: the call is
-// refused (and recorded against the server it was likely meant for)
-// without touching the network.
+// RecordUnknownTool implements downstream.UnknownToolRecorder: the call the
+// library refused is recorded against the server it was likely meant for,
+// and never sent. The upstream may well know the name after the prefix
+// (its own name of a tool exposed under a shortened one, or a tool of a
+// server that is not ready), which is why funnel must not be left to
+// decide.
 func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta downstream.CallMeta) {
 	srv, tool, _ := downstream.Owner(exposed, d.prefixes())
-	d.call(ctx, srv, tool, nil, meta)
+	reason := fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", exposed)
+	if c, ok := d.mgr.Get(srv); ok {
+		if st := c.State(); st != api.StateReady && st != api.StateDegraded {
+			reason = fmt.Sprintf("server %q is %s: its tools are not served until it is ready (see 'mcpx status %s')", srv, st, srv)
+		} else {
+			reason = fmt.Sprintf("server %q exposes no tool named %q (see 'mcpx tools %s')", srv, exposed, srv)
+		}
+	}
+	d.funnel(ctx, &relayed{server: srv, method: string(mcp.MethodToolsCall), name: tool, callMeta: meta,
+		refused: &callerr.RefusedError{Reason: reason}})
 }
 
 // SetLevel implements downstream.LevelSetter: a client's logging/setLevel

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
@@ -342,4 +345,55 @@ func TestEndpointConcurrentLargeAnswersIntact(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// An unknown name is refused and recorded, never sent: not even when the
+// upstream knows the part after the prefix (its own name of a tool
+// exposed under another, or a tool of a server that is not ready).
+func TestUnknownToolIsNeverSent(t *testing.T) {
+	var runs atomic.Int64
+	s := server.NewMCPServer("odd-names", "1.0.0", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("has space", mcp.WithString("x")), func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		runs.Add(1)
+		return mcp.NewToolResultText("ran"), nil
+	})
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateful(true)))
+	t.Cleanup(hs.Close)
+	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: up\n    url: "+hs.URL+"/mcp\n    protocol: legacy\n")
+	waitReady(t, td, "up")
+	url, token := endpoint(t, td)
+	post, sid := legacySession(t, url, token)
+
+	exposed := ""
+	tools, err := td.client.Tools(context.Background(), "up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
+		if tl.Name == "has space" {
+			exposed = tl.Exposed
+		}
+	}
+	if exposed == "" || exposed == "up__has space" {
+		t.Fatalf("exposed name %q: want one without the space", exposed)
+	}
+	_, body := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"up__has space","arguments":{"x":"1"}}}`)
+	if !strings.Contains(body, `"error"`) || !strings.Contains(body, "not found") {
+		t.Fatalf("the upstream's own name: %s", body)
+	}
+	_, body = post(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"`+exposed+`","arguments":{"x":"1"}}}`)
+	if !strings.Contains(body, `"text":"ran"`) {
+		t.Fatalf("the exposed name: %s", body)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the upstream ran the tool %d times: want once, for the exposed name only", n)
+	}
+	recs := listActivity(t, td)
+	if len(recs) != 2 {
+		t.Fatalf("activity %+v", recs)
+	}
+	// Newest first: the refused call is the second record.
+	if r := recs[1]; r.Status != "error" || r.ErrorClass != "proxy_policy" || r.FaultDomain != "client" || !strings.Contains(r.Error, "exposes no tool") {
+		t.Fatalf("refused call's record %+v", r)
+	}
 }
