@@ -1,6 +1,7 @@
 package downstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -201,9 +202,7 @@ func (p *httpPeer) startSSE() {
 func writeLastEvent(w http.ResponseWriter, msg []byte) {
 	f := frames.get(len(msg) + len(eventStart) + len(eventEnd))
 	defer frames.put(f)
-	b := append(*f, eventStart...)
-	b = append(b, msg...)
-	*f = append(b, eventEnd...)
+	*f = appendEvent(*f, msg)
 	_, _ = w.Write(*f)
 }
 
@@ -212,6 +211,44 @@ const (
 	eventStart = "event: message\ndata: "
 	eventEnd   = "\n\n"
 )
+
+// appendEvent appends msg framed as one SSE event. JSON may hold line
+// breaks between its tokens (an upstream's pretty-printed answer, a
+// multi-line data field joined): each line goes on a data line of its
+// own, which the client's SSE parser joins again, since a bare line
+// would end the event, or be read as a field, in the middle of the
+// message.
+func appendEvent(dst, msg []byte) []byte {
+	dst = append(dst, eventStart...)
+	for {
+		i := lineBreak(msg)
+		if i < 0 {
+			dst = append(dst, msg...)
+			return append(dst, eventEnd...)
+		}
+		dst = append(dst, msg[:i]...)
+		dst = append(dst, "\ndata: "...)
+		if msg[i] == '\r' && i+1 < len(msg) && msg[i+1] == '\n' {
+			i++ // CRLF is one break
+		}
+		msg = msg[i+1:]
+	}
+}
+
+// lineBreak is the index of the first CR or LF in b, -1 without one.
+func lineBreak(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		i = len(b)
+	}
+	if r := bytes.IndexByte(b[:i], '\r'); r >= 0 {
+		return r
+	}
+	if i == len(b) {
+		return -1
+	}
+	return i
+}
 
 // finish writes the response: the last event of an SSE stream, or a JSON
 // body (with the modern era's HTTP status for an error).
@@ -228,7 +265,13 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	if p.sse {
 		b := append(*f, eventStart...)
 		b = appendResponse(b, id, result, rpcErr, p.shape)
-		*f = append(b, eventEnd...)
+		if msg := b[len(eventStart):]; lineBreak(msg) >= 0 {
+			// Rare: framed again, a data line for each of its lines.
+			b = appendEvent(make([]byte, 0, len(b)+64), msg)
+		} else {
+			b = append(b, eventEnd...)
+		}
+		*f = b
 		_, _ = p.w.Write(*f)
 		if p.closing {
 			flush(p.w)
