@@ -126,6 +126,12 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	if version != "" && !mcp.IsValidProtocolVersion(version) {
 		return false // the library answers an unsupported version
 	}
+	if msg.Method != "" && len(msg.ID) > 0 && !scalarID(msg.ID) {
+		// The library would answer it (ids of any type, null as none);
+		// its answer could not be matched, and a relayed call would run.
+		writeInvalidRequest(w, "invalid request: the id must be a string or a number")
+		return true
+	}
 	var pv paramValues
 	unambiguous := msg.Members.Fields(msg.Params, paramKeys[:], pv[:])
 	meta := pv[pMeta]
@@ -180,6 +186,10 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	c.Index = &index
 	c.ProgressToken, c.Meta = splitMeta(meta)
 	peer := &httpPeer{w: w, s: s, server: c.Server, modern: modern, level: -1, chunked: r.ProtoAtLeast(1, 1)}
+	if c.ProgressToken != nil && !scalarID(c.ProgressToken) {
+		peer.answer(msg.ID, msg.Method, nil, &relay.RPCError{Code: relay.CodeInvalidParams, Message: "invalid params: _meta.progressToken must be a string or a number"})
+		return true
+	}
 	c.CallMeta = CallMeta{Client: "mcp"}
 	if modern {
 		peer.caps = relay.ParseCaps(relayMember(meta, mcp.MetaKeyClientCapabilities))
@@ -338,6 +348,23 @@ func headerLookup(h http.Header) func(string) (string, bool) {
 func relayMember(obj []byte, key string) []byte {
 	v, _ := relay.Member(obj, key)
 	return v
+}
+
+// scalarID: a JSON value (as the parser checked it) is a string or a
+// number, as JSON-RPC ids and MCP progress tokens are.
+func scalarID(v []byte) bool {
+	return len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9')
+}
+
+// writeInvalidRequest answers a request that is not one (HTTP 400,
+// JSON-RPC -32600, id null: its own cannot be echoed).
+func writeInvalidRequest(w http.ResponseWriter, message string) {
+	body := appendResponse(nil, json.RawMessage("null"), nil, &relay.RPCError{Code: relay.CodeInvalidRequest, Message: message}, relay.AsIs)
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(body)
 }
 
 // splitMeta takes the client's progress token out of its _meta and keeps

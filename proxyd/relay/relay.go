@@ -99,6 +99,7 @@ func (e *RPCError) Error() string {
 
 // JSON-RPC error codes used here.
 const (
+	CodeInvalidRequest = -32600
 	CodeInvalidParams  = -32602
 	CodeMethodNotFound = -32601
 	CodeInternal       = -32603

@@ -1,0 +1,90 @@
+package downstream
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// countingBackend relays every call to nowhere, counting them.
+type countingBackend struct {
+	hintBackend
+	calls atomic.Int64
+}
+
+func (b *countingBackend) Relay(context.Context, *Call) (json.RawMessage, error) {
+	b.calls.Add(1)
+	return json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`), nil
+}
+
+// A request whose id is not a string or a number is refused (-32600,
+// HTTP 400) in either era, whatever its method, and a call never runs; a
+// progressToken that is neither is invalid params. Good ids come back as
+// sent, digit for digit.
+func TestRequestIDsAndTokens(t *testing.T) {
+	const token = "mcpx_test_token_0123456789abcdef0123456789"
+	b := &countingBackend{}
+	s := New(b, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.Sync()
+	srv := httptest.NewServer(s.Handler(token, ""))
+	t.Cleanup(srv.Close)
+	// A legacy session's call, as progressCall makes one, with its body
+	// replaced.
+	legacy := progressCall(t, srv.URL+"/mcp", token, false)
+	sid := legacy.Header.Get("Mcp-Session-Id")
+	post := func(modern bool, id, meta string) (int, string) {
+		t.Helper()
+		var req *http.Request
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{` + meta
+		if modern {
+			req = progressCall(t, srv.URL+"/mcp", token, true)
+			if meta != "" {
+				body += ","
+			}
+			body += `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+		} else {
+			req = legacy.Clone(context.Background())
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		body += `}}}`
+		req.Body = io.NopCloser(strings.NewReader(body))
+		req.ContentLength = int64(len(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	for _, modern := range []bool{false, true} {
+		for _, id := range []string{`{"a":1}`, `[1,2]`, `true`, `null`, "[1,\n\n2]"} {
+			before := b.calls.Load()
+			status, body := post(modern, id, "")
+			if status != http.StatusBadRequest || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":null`) {
+				t.Errorf("modern %v, id %s: %d %s, want 400 with -32600", modern, id, status, body)
+			}
+			if b.calls.Load() != before {
+				t.Errorf("modern %v, id %s: the call ran", modern, id)
+			}
+		}
+		for _, tok := range []string{`{"a":1}`, `[1]`, `false`} {
+			status, body := post(modern, "7", `"progressToken":`+tok)
+			if !strings.Contains(body, `"code":-32602`) || !strings.Contains(body, `"id":7`) {
+				t.Errorf("modern %v, progressToken %s: %d %s, want -32602 for id 7", modern, tok, status, body)
+			}
+		}
+		for _, id := range []string{`9007199254740993`, `18446744073709551617`, `"s-1"`, `-3`} {
+			status, body := post(modern, id, "")
+			if status != http.StatusOK || !strings.Contains(body, `"id":`+id+`,`) {
+				t.Errorf("modern %v, id %s: %d %s, want the id as sent", modern, id, status, body)
+			}
+		}
+	}
+}
