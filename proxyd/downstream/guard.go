@@ -84,7 +84,15 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 				http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
 				return
 			}
-			defer s.sessions.listen(sid)()
+			ctx, end := context.WithCancel(r.Context())
+			defer end()
+			done, ok := s.sessions.listen(sid, end)
+			if !ok {
+				http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
+				return
+			}
+			defer done()
+			r = r.WithContext(ctx)
 		}
 		next.ServeHTTP(w, r)
 	})

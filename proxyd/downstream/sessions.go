@@ -53,7 +53,16 @@ type session struct {
 	subs     map[string]bool // resource URIs subscribed to
 	// roots are the upstreams that asked the client for its roots.
 	roots map[string]bool
+	// stream ends the session's open GET stream (nil: none). A session
+	// has one: a client opening another (reconnecting, most often, while
+	// proxyd has not yet seen the old connection go) ends the older, and
+	// the session's end ends it, so neither holds a connection forever.
+	stream *getStream
+	ended  bool
 }
+
+// getStream is one open GET stream of a session; end ends it.
+type getStream struct{ end context.CancelFunc }
 
 // askedRoots notes that server asked the client for its roots.
 func (s *session) askedRoots(server string) {
@@ -135,9 +144,38 @@ func (s *session) end() {
 	s.mu.Lock()
 	calls := s.inflight
 	s.inflight = nil
+	stream := s.stream
+	s.stream, s.ended = nil, true
 	s.mu.Unlock()
 	for _, c := range calls {
 		c()
+	}
+	if stream != nil {
+		stream.end()
+	}
+}
+
+// openStream makes g the session's GET stream, ending the one open
+// before it; false when the session has ended.
+func (s *session) openStream(g *getStream) bool {
+	s.mu.Lock()
+	old, ended := s.stream, s.ended
+	if !ended {
+		s.stream = g
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.end()
+	}
+	return !ended
+}
+
+// closeStream forgets g if it is still the session's GET stream.
+func (s *session) closeStream(g *getStream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream == g {
+		s.stream = nil
 	}
 }
 
@@ -304,20 +342,26 @@ func (s *sessionIDs) each(f func(*session)) {
 	}
 }
 
-// listen marks a session as listening while its GET stream is open; the
-// returned func ends that.
-func (s *sessionIDs) listen(id string) func() {
+// listen marks a session as listening while its GET stream is open, the
+// stream that end ends (see session.stream); the returned func ends that.
+// ok is false when there is no such session.
+func (s *sessionIDs) listen(id string, end context.CancelFunc) (done func(), ok bool) {
 	sess := s.get(id)
 	if sess == nil {
-		return func() {}
+		return nil, false
+	}
+	g := &getStream{end: end}
+	if !sess.openStream(g) {
+		return nil, false
 	}
 	sess.streams.Add(1)
 	return func() {
+		sess.closeStream(g)
 		s.mu.Lock()
 		s.touch(id)
 		sess.streams.Add(-1)
 		s.mu.Unlock()
-	}
+	}, true
 }
 
 // counted adds hooks to h that count the sessions the library registers.

@@ -225,3 +225,67 @@ func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
 		t.Fatalf("an expired session's GET stream: %d, want 404", code)
 	}
 }
+
+// A session has one GET stream: another ends the older (a client
+// reconnecting while the old connection lingers), and the session's end
+// (DELETE) ends the last, so no stream holds a connection forever.
+func TestOneGetStreamPerSession(t *testing.T) {
+	const token = "mcpx_test_token_0123456789abcdef0123456789"
+	s := New(hintBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.Sync()
+	srv := httptest.NewServer(s.Handler(token, ""))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections) // runs first: a stream left open fails the test, not hangs it
+	sid := progressCall(t, srv.URL+"/mcp", token, false).Header.Get("Mcp-Session-Id")
+	req := func(method string) *http.Request {
+		r, _ := http.NewRequest(method, srv.URL+"/mcp", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		r.Header.Set("Accept", "text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		r.Header.Set("Mcp-Session-Id", sid)
+		return r
+	}
+	// open starts a GET stream and returns a channel closed when its body ends.
+	open := func() <-chan struct{} {
+		t.Helper()
+		resp, err := http.DefaultClient.Do(req(http.MethodGet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET stream: status %d", resp.StatusCode)
+		}
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+		}()
+		return ended
+	}
+	wait := func(ended <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ended:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the stream is still open", what)
+		}
+	}
+	first := open()
+	second := open()
+	wait(first, "a second GET stream on the session")
+	select {
+	case <-second:
+		t.Fatal("the newer stream ended too")
+	default:
+	}
+	resp, err := http.DefaultClient.Do(req(http.MethodDelete))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wait(second, "DELETE of the session")
+	if resp, err := http.DefaultClient.Do(req(http.MethodGet)); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET on the ended session: %v %v, want 404", resp.StatusCode, err)
+	}
+}
