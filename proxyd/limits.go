@@ -31,6 +31,7 @@ func (d *Daemon) newServers(lim config.Limits, mcpLn, sockLn net.Listener, mcpHa
 		d.log.Info("limits.max_connections lowered to fit the descriptor limit", "max_connections", endpointCap, "nofile", nofile)
 	}
 	s := servers{mcpLn: inbound.Limit(mcpLn, endpointCap), apiLn: inbound.Limit(sockLn, socketCap)}
+	d.down.SetStreamLimit(max(endpointCap/2, 1))
 	body := func(h http.Handler) http.Handler {
 		return inbound.Bodies(h, lim.RequestBytes(), lim.BodyTimeout(), requestTooLarge)
 	}

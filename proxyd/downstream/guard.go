@@ -2,10 +2,12 @@ package downstream
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -84,6 +86,12 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 				http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
 				return
 			}
+			release, ok := s.holdStream(&s.gets)
+			if !ok {
+				refuseStream(w, s.maxStreams.Load())
+				return
+			}
+			defer release()
 			ctx, end := context.WithCancel(r.Context())
 			defer end()
 			done, ok := s.sessions.listen(sid, end)
@@ -96,6 +104,22 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// holdStream counts one more GET (or listen) stream in counter, when
+// the bound leaves room; release ends the count.
+func (s *Server) holdStream(counter *atomic.Int64) (release func(), ok bool) {
+	if max := s.maxStreams.Load(); max > 0 && s.gets.Load()+s.listening.Load() >= max {
+		return nil, false
+	}
+	counter.Add(1)
+	return func() { counter.Add(-1) }, true
+}
+
+// refuseStream answers a stream over the bound: 503, to come back later.
+func refuseStream(w http.ResponseWriter, max int64) {
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, fmt.Sprintf("service unavailable: %d GET and listen streams are open, the most proxyd serves at once (half of limits.max_connections); retry later, or end sessions no longer used", max), http.StatusServiceUnavailable)
 }
 
 func loopbackHost(hostport string) bool {

@@ -99,8 +99,12 @@ type Server struct {
 	// urlElicitations routes the completion of URL elicitations.
 	urlElicitations urlElicitations
 	// relaying and listening count the relayed requests and listen
-	// streams being served (OpenStreams).
-	relaying, listening atomic.Int64
+	// streams being served (OpenStreams); gets counts the legacy
+	// sessions' GET streams.
+	relaying, listening, gets atomic.Int64
+	// maxStreams bounds the GET and listen streams open at once (0: no
+	// bound; see SetStreamLimit).
+	maxStreams atomic.Int64
 
 	mu       sync.Mutex
 	toolKeys map[string]string // exposed name -> what the library serves under it
@@ -213,6 +217,12 @@ func (s *Server) Naming() Naming {
 func (s *Server) OpenStreams() (requests, listens int64) {
 	return s.relaying.Load(), s.listening.Load()
 }
+
+// SetStreamLimit bounds the GET and listen streams open at once. Each holds
+// a connection for as long as its client listens, and the connection cap
+// never cuts a busy one: proxyd sets this to half its connections, so
+// that streams cannot take every connection from requests.
+func (s *Server) SetStreamLimit(n int) { s.maxStreams.Store(int64(n)) }
 
 // MCPServer exposes the underlying server (tests, stdio bridge).
 func (s *Server) MCPServer() *server.MCPServer { return s.mcp }

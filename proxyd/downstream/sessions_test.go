@@ -289,3 +289,47 @@ func TestOneGetStreamPerSession(t *testing.T) {
 		t.Fatalf("GET on the ended session: %v %v, want 404", resp.StatusCode, err)
 	}
 }
+
+// GET streams are bounded (proxyd: half its connections), so sessions
+// listening cannot take every connection from requests: one over the
+// bound gets 503 at once, and a stream that ends makes room.
+func TestStreamLimit(t *testing.T) {
+	const token = "mcpx_test_token_0123456789abcdef0123456789"
+	s := New(hintBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.Sync()
+	s.SetStreamLimit(2)
+	srv := httptest.NewServer(s.Handler(token, ""))
+	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections)
+	get := func(sid string) *http.Response {
+		t.Helper()
+		r, _ := http.NewRequest(http.MethodGet, srv.URL+"/mcp", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		r.Header.Set("Accept", "text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		r.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	session := func() string { return progressCall(t, srv.URL+"/mcp", token, false).Header.Get("Mcp-Session-Id") }
+	a, b := get(session()), get(session())
+	defer b.Body.Close()
+	if a.StatusCode != http.StatusOK || b.StatusCode != http.StatusOK {
+		t.Fatalf("streams within the bound: %d %d", a.StatusCode, b.StatusCode)
+	}
+	c := get(session())
+	body, _ := io.ReadAll(c.Body)
+	c.Body.Close()
+	if c.StatusCode != http.StatusServiceUnavailable || c.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "max_connections") {
+		t.Fatalf("a stream over the bound: %d %q %s", c.StatusCode, c.Header.Get("Retry-After"), body)
+	}
+	a.Body.Close() // the client leaves: its stream ends, and makes room
+	waitfor.True(t, 20*time.Second, "room for a stream once one ended", func() bool {
+		d := get(session())
+		defer d.Body.Close()
+		return d.StatusCode == http.StatusOK
+	})
+}

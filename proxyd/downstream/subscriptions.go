@@ -183,8 +183,12 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 	if json.Unmarshal(msg.Params, &p) != nil {
 		return false
 	}
-	s.listening.Add(1)
-	defer s.listening.Add(-1)
+	release, ok := s.holdStream(&s.listening)
+	if !ok {
+		refuseStream(w, s.maxStreams.Load())
+		return true
+	}
+	defer release()
 	// A listen stream stays open to wait for notifications: not a
 	// request in flight (see guard), or the activity writer would find
 	// no moment without one for as long as a client listens.
