@@ -508,6 +508,25 @@ func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta dow
 		refused: &callerr.RefusedError{Reason: reason}})
 }
 
+// UnreadyOwner implements downstream.UnreadyOwner: a name under the prefix
+// of a configured server that is not ready (connecting, error, waiting
+// for a sign-in) is that server's, whose call the funnel then refuses
+// before dispatch with the server's state and last error.
+func (d *Daemon) UnreadyOwner(exposed string) (server, tool string, ok bool) {
+	srv, tool, ok := downstream.Owner(exposed, d.prefixes())
+	if !ok {
+		return "", "", false
+	}
+	c, configured := d.mgr.Get(srv)
+	if !configured {
+		return "", "", false
+	}
+	if st := c.State(); st == api.StateReady || st == api.StateDegraded {
+		return "", "", false // ready: the name is just not one of its tools
+	}
+	return srv, tool, true
+}
+
 // SetLevel implements downstream.LevelSetter: a client's logging/setLevel
 // reaches every legacy upstream (see upstream.Conn.WantLevel) before the
 // client is answered, so the level holds for its next request.

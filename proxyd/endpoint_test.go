@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -395,5 +396,74 @@ func TestUnknownToolIsNeverSent(t *testing.T) {
 	// Newest first: the refused call is the second record.
 	if r := recs[1]; r.Status != "error" || r.ErrorClass != "proxy_policy" || r.FaultDomain != "client" || !strings.Contains(r.Error, "exposes no tool") {
 		t.Fatalf("refused call's record %+v", r)
+	}
+}
+
+// A call of a tool whose server is not ready (its tools not served) is
+// answered with a tool error naming the cause, in either era, not the
+// library's "tool not found", and is not sent.
+func TestCallOfAServerNotReady(t *testing.T) {
+	// Nothing listens on a port just closed: the server never connects.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraLegacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fx.Close() })
+	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: fx\n    url: "+fx.URL()+"\n  - name: down\n    url: http://"+dead+"/mcp\n")
+	waitReady(t, td, "fx")
+	waitfor.Cond(t, 20*time.Second, "down to be in error", func() (bool, string) {
+		st, err := td.client.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.Servers {
+			if s.Name == "down" && s.State == api.StateError {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", st.Servers)
+	})
+	url, token := endpoint(t, td)
+	post, sid := legacySession(t, url, token)
+	_, body := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"down__echo","arguments":{"text":"x"}}}`)
+	if !strings.Contains(body, `"isError":true`) || !strings.Contains(body, `connection refused`) || !strings.Contains(body, "fault_domain=upstream") {
+		t.Fatalf("legacy client: %s", body)
+	}
+	// A name under no server's prefix is still the library's "not found".
+	if _, body := post(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nobody__echo","arguments":{}}}`); !strings.Contains(body, `"error"`) {
+		t.Fatalf("a name no server has: %s", body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"down__echo","arguments":{"text":"x"},`+
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	for k, v := range map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "down__echo"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"isError":true`) || !strings.Contains(string(b), `"resultType":"complete"`) {
+		t.Fatalf("modern client: %d %s", resp.StatusCode, b)
+	}
+	var downs int
+	for _, r := range listActivity(t, td) {
+		if r.Server == "down" {
+			downs++
+			if r.ErrorClass != "network" || r.FaultDomain != "upstream" || r.Tool != "echo" {
+				t.Errorf("record %+v", r)
+			}
+		}
+	}
+	if downs != 2 {
+		t.Errorf("%d records of down's calls, want 2", downs)
 	}
 }

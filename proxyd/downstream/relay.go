@@ -58,6 +58,15 @@ type Relayer interface {
 	Relay(ctx context.Context, c *Call) (json.RawMessage, error)
 }
 
+// UnreadyOwner is implemented by backends that can name the server of a
+// tool the endpoint does not serve because that server is not ready: a
+// call of it is relayed all the same, for the backend to refuse with the
+// server's state (a tool error naming the cause) rather than the
+// library's "tool not found".
+type UnreadyOwner interface {
+	UnreadyOwner(exposed string) (server, tool string, ok bool)
+}
+
 // maxRelayBody bounds a request the relay reads; larger ones take the
 // library's path.
 const maxRelayBody = 4 << 20
@@ -172,7 +181,9 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	}
 	call, ok := s.route(msg, &pv)
 	if !ok {
-		return false
+		if call, ok = s.unready(msg, &pv); !ok {
+			return false
+		}
 	}
 	if msg.Method == string(mcp.MethodToolsCall) && modern && call.tool != nil && call.tool.paramHeaders {
 		if mcp.ValidateParamHeadersLookup(headerLookup(r.Header), call.tool.def, msg.Params) != nil {
@@ -507,6 +518,29 @@ func (s *Server) route(msg relay.Message, pv *paramValues) (routed, bool) {
 		}
 	}
 	return routed{}, false
+}
+
+// unready routes a tools/call of a name no ready server exposes to the
+// server that would expose it, when the backend names one that is not
+// ready (see UnreadyOwner).
+func (s *Server) unready(msg relay.Message, pv *paramValues) (routed, bool) {
+	u, ok := s.backend.(UnreadyOwner)
+	if !ok || msg.Method != string(mcp.MethodToolsCall) {
+		return routed{}, false
+	}
+	name, isString := relay.String(pv[pName])
+	if !isString {
+		return routed{}, false
+	}
+	srv, tool, ok := u.UnreadyOwner(name)
+	if !ok {
+		return routed{}, false
+	}
+	var drop *relay.Edit
+	if pv[pMeta] != nil {
+		drop = dropMeta
+	}
+	return routed{Call: Call{Server: srv, Method: msg.Method, Name: tool, Params: msg.Params, Edit: rename("name", name, tool, drop)}}, true
 }
 
 // dropMeta leaves out the client's _meta (the upstream's era has its own).
