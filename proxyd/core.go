@@ -336,6 +336,11 @@ func (d *Daemon) Relay(ctx context.Context, c *downstream.Call) (json.RawMessage
 	rq := &relayed{server: c.Server, method: c.Method, name: c.Name, params: c.Params, edit: c.Edit, index: c.Index, meta: c.Meta,
 		token: c.ProgressToken, logLevel: c.LogLevel, peer: c.Peer, callMeta: c.CallMeta,
 		answerFirst: d.activity.Durability() != activity.DurabilitySync}
+	if c.Unready {
+		// Decided here, not by the funnel: the server may be ready by now,
+		// and the name is not one the endpoint serves.
+		rq.refused = d.notServed(c.Server, c.Exposed)
+	}
 	if c.Answer != nil {
 		rq.early = func(out callOutcome) {
 			res, err := clientAnswer(c, out)
@@ -496,35 +501,38 @@ func (d *Daemon) ReadResource(ctx context.Context, srv string, req mcp.ReadResou
 // decide.
 func (d *Daemon) RecordUnknownTool(ctx context.Context, exposed string, meta downstream.CallMeta) {
 	srv, tool, _ := downstream.Owner(exposed, d.prefixes())
-	reason := fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", exposed)
-	if c, ok := d.mgr.Get(srv); ok {
-		if st := c.State(); st != api.StateReady && st != api.StateDegraded {
-			reason = fmt.Sprintf("server %q is %s: its tools are not served until it is ready (see 'mcpx status %s')", srv, st, srv)
-		} else {
-			reason = fmt.Sprintf("server %q exposes no tool named %q (see 'mcpx tools %s')", srv, exposed, srv)
-		}
-	}
 	d.funnel(ctx, &relayed{server: srv, method: string(mcp.MethodToolsCall), name: tool, callMeta: meta,
-		refused: &callerr.RefusedError{Reason: reason}})
+		refused: d.notServed(srv, exposed)})
 }
 
 // UnreadyOwner implements downstream.UnreadyOwner: a name under the prefix
 // of a configured server that is not ready (connecting, error, waiting
-// for a sign-in) is that server's, whose call the funnel then refuses
-// before dispatch with the server's state and last error.
+// for a sign-in) is that server's; its call is refused before dispatch
+// with the server's state and last error (see Relay).
 func (d *Daemon) UnreadyOwner(exposed string) (server, tool string, ok bool) {
 	srv, tool, ok := downstream.Owner(exposed, d.prefixes())
 	if !ok {
 		return "", "", false
 	}
-	c, configured := d.mgr.Get(srv)
-	if !configured {
-		return "", "", false
-	}
-	if st := c.State(); st == api.StateReady || st == api.StateDegraded {
+	if c, configured := d.mgr.Get(srv); !configured || c.NotReady() == nil {
 		return "", "", false // ready: the name is just not one of its tools
 	}
 	return srv, tool, true
+}
+
+// notServed is why a call of exposed, a name the endpoint does not serve,
+// is not sent to srv, its likely server: the server's own error while it
+// is not ready (classified as the server's unavailability, or a sign-in
+// needed), else a refusal naming the name.
+func (d *Daemon) notServed(srv, exposed string) error {
+	c, ok := d.mgr.Get(srv)
+	if !ok {
+		return &callerr.RefusedError{Reason: fmt.Sprintf("no server exposes a tool named %q (see 'mcpx tools')", exposed)}
+	}
+	if err := c.NotReady(); err != nil {
+		return err
+	}
+	return &callerr.RefusedError{Reason: fmt.Sprintf("server %q exposes no tool named %q (see 'mcpx tools %s')", srv, exposed, srv)}
 }
 
 // SetLevel implements downstream.LevelSetter: a client's logging/setLevel

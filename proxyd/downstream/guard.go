@@ -109,10 +109,13 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 // holdStream counts one more GET (or listen) stream in counter, when
 // the bound leaves room; release ends the count.
 func (s *Server) holdStream(counter *atomic.Int64) (release func(), ok bool) {
-	if max := s.maxStreams.Load(); max > 0 && s.gets.Load()+s.listening.Load() >= max {
+	counter.Add(1)
+	// Counted first, then checked: streams opening at once never pass
+	// the bound together.
+	if max := s.maxStreams.Load(); max > 0 && s.gets.Load()+s.listening.Load() > max {
+		counter.Add(-1)
 		return nil, false
 	}
-	counter.Add(1)
 	return func() { counter.Add(-1) }, true
 }
 

@@ -44,6 +44,11 @@ type Call struct {
 	// (or has gone): what the client need not wait for. After an SSE
 	// answer it runs on a goroutine of its own.
 	Then func()
+	// Unready: Name is under the prefix of Server, which was not ready
+	// when the call came (see UnreadyOwner), and Exposed is the name the
+	// client called: the backend refuses the call, never sends it.
+	Unready bool
+	Exposed string
 	// Answer, when the endpoint sets it, lets the backend answer the
 	// client before Relay returns (once, from another goroutine; then
 	// runs after the answer is out); Relay then returns
@@ -60,9 +65,9 @@ type Relayer interface {
 
 // UnreadyOwner is implemented by backends that can name the server of a
 // tool the endpoint does not serve because that server is not ready: a
-// call of it is relayed all the same, for the backend to refuse with the
-// server's state (a tool error naming the cause) rather than the
-// library's "tool not found".
+// call of it is relayed all the same, marked Unready, for the backend to
+// refuse with the server's state (a tool error naming the cause) rather
+// than the library's "tool not found".
 type UnreadyOwner interface {
 	UnreadyOwner(exposed string) (server, tool string, ok bool)
 }
@@ -540,7 +545,7 @@ func (s *Server) unready(msg relay.Message, pv *paramValues) (routed, bool) {
 	if pv[pMeta] != nil {
 		drop = dropMeta
 	}
-	return routed{Call: Call{Server: srv, Method: msg.Method, Name: tool, Params: msg.Params, Edit: rename("name", name, tool, drop)}}, true
+	return routed{Call: Call{Server: srv, Method: msg.Method, Name: tool, Params: msg.Params, Edit: rename("name", name, tool, drop), Unready: true, Exposed: name}}, true
 }
 
 // dropMeta leaves out the client's _meta (the upstream's era has its own).

@@ -177,6 +177,13 @@ func (c *Conn) client() (*client.Client, error) {
 	return c.cl, nil
 }
 
+// NotReady is the error a request to the server gets before it is sent
+// while the server is not ready (*ErrNotReady), nil while it is.
+func (c *Conn) NotReady() error {
+	_, err := c.client()
+	return err
+}
+
 // Era is the negotiated protocol era ("" until connected).
 func (c *Conn) Era() string {
 	c.mu.RLock()
