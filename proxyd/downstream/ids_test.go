@@ -88,3 +88,41 @@ func TestRequestIDsAndTokens(t *testing.T) {
 		}
 	}
 }
+
+// A legacy request without the session id initialize gave is a 400, as
+// the spec has it (a 404 would tell the client a session it never sent
+// had ended); initialize itself needs none.
+func TestLegacyPostWithoutSession(t *testing.T) {
+	const token = "mcpx_test_token_0123456789abcdef0123456789"
+	s := New(&countingBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.Sync()
+	srv := httptest.NewServer(s.Handler(token, ""))
+	t.Cleanup(srv.Close)
+	post := func(body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
+		`{"jsonrpc":"2.0","id":"l","method":"tools/list"}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	} {
+		if status, out := post(body); status != http.StatusBadRequest || !strings.Contains(out, "Mcp-Session-Id") || !strings.Contains(out, `"code":-32600`) {
+			t.Errorf("%s: %d %s, want 400 naming the header", body, status, out)
+		}
+	}
+	if status, out := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`); status != http.StatusOK {
+		t.Errorf("initialize: %d %s", status, out)
+	}
+}

@@ -143,7 +143,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	if msg.Method != "" && len(msg.ID) > 0 && !scalarID(msg.ID) {
 		// The library would answer it (ids of any type, null as none);
 		// its answer could not be matched, and a relayed call would run.
-		writeInvalidRequest(w, "invalid request: the id must be a string or a number")
+		writeInvalidRequest(w, nil, http.StatusBadRequest, "invalid request: the id must be a string or a number")
 		return true
 	}
 	var pv paramValues
@@ -154,6 +154,12 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	sid := r.Header.Get("Mcp-Session-Id")
 	var sess *session
 	if !modern {
+		if sid == "" && msg.Method != string(mcp.MethodInitialize) {
+			// The spec's answer (the library's would be 404, which tells
+			// a client its session ended when it never sent one).
+			writeInvalidRequest(w, msg.ID, http.StatusBadRequest, "bad request: no Mcp-Session-Id header: send the one initialize returned, or initialize first")
+			return true
+		}
 		if sess = s.sessions.get(sid); sess == nil {
 			return false
 		}
@@ -372,14 +378,18 @@ func scalarID(v []byte) bool {
 	return len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9')
 }
 
-// writeInvalidRequest answers a request that is not one (HTTP 400,
-// JSON-RPC -32600, id null: its own cannot be echoed).
-func writeInvalidRequest(w http.ResponseWriter, message string) {
-	body := appendResponse(nil, json.RawMessage("null"), nil, &relay.RPCError{Code: relay.CodeInvalidRequest, Message: message}, relay.AsIs)
+// writeInvalidRequest answers a request proxyd cannot take with JSON-RPC
+// -32600 and HTTP status; id is the request's, or nil where it cannot
+// be echoed (null).
+func writeInvalidRequest(w http.ResponseWriter, id json.RawMessage, status int, message string) {
+	if len(id) == 0 || !scalarID(id) {
+		id = json.RawMessage("null")
+	}
+	body := appendResponse(nil, id, nil, &relay.RPCError{Code: relay.CodeInvalidRequest, Message: message}, relay.AsIs)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(http.StatusBadRequest)
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
 
