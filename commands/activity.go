@@ -372,7 +372,7 @@ func runActivityExport(c *cli.Context) error {
 	var cw *csv.Writer
 	if fmtName == "csv" {
 		cw = csv.NewWriter(w)
-		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error", "replica"})
+		_ = cw.Write([]string{"id", "time", "server", "tool", "status", "duration_ms", "error_class", "fault_domain", "upstream_http_status", "request_id", "client", "protocol_era", "reinit", "retried", "token_refresh", "reason", "error", "replica", "method"})
 	}
 	write := func(r api.ActivityRecord) error {
 		switch fmtName {
@@ -397,7 +397,7 @@ func runActivityExport(c *cli.Context) error {
 		fields := []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
 			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
-			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica}
+			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica, r.Method}
 		for i := range fields {
 			fields[i] = shown(fields[i]) // CSV ends up in terminals and spreadsheets, which act on escapes
 		}

@@ -91,3 +91,46 @@ func TestRecordWithoutDaemon(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthCountsToolCallsOnly: health is a window of tool calls. The
+// command line's other requests are recorded (with their method) but not
+// counted, live or replayed from the record: a method the server does not
+// have, asked for again and again, does not make it degraded.
+func TestHealthCountsToolCallsOnly(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fixture\n    url: %s\n", fx.URL()))
+	p := e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	for range 6 {
+		if r := e.run("rpc", "fixture", "no/such-method"); r.code == 0 {
+			t.Fatalf("an unknown method succeeded\n%s", r)
+		}
+	}
+	e.mustRun("call", "fixture", "echo", "text=x")
+	var recs []activity.Record
+	e.runJSON(0, &recs, "activity")
+	others := 0
+	for _, r := range recs {
+		if r.Method == "no/such-method" {
+			others++
+		}
+	}
+	if len(recs) != 7 || others != 6 {
+		t.Fatalf("want 7 records, 6 with method no/such-method: %+v", recs)
+	}
+	check := func(code int, when string) {
+		t.Helper()
+		var health []api.ServerStatus
+		e.runJSON(code, &health, "health", "fixture")
+		if len(health) != 1 || health[0].Health == nil || health[0].Health.Calls != 1 || health[0].Health.Degraded {
+			t.Errorf("%s: want 1 counted call, not degraded: %+v", when, health)
+		}
+	}
+	check(0, "live")
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.wait(t, 10*time.Second)
+	check(3, "replayed from the record")
+}

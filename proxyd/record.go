@@ -123,6 +123,9 @@ func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus,
 	tr := health.NewTracker(func() time.Time { return clock })
 	now := time.Now()
 	err := r.act.Export(ctx, activity.Filter{Since: now.Add(-health.Window)}, func(rec api.ActivityRecord) error {
+		if rec.Method != "" {
+			return nil // not a tool call: not in the window (see Daemon.relayRecorded)
+		}
 		clock = rec.Time
 		tr.Observe(rec.Server, callerr.Classification{Class: rec.ErrorClass, Domain: rec.FaultDomain})
 		return nil

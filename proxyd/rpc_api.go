@@ -202,19 +202,18 @@ func (d *Daemon) relayRecorded(ctx context.Context, conn *upstream.Conn, method,
 		out.Err = d.secrets.err(out.Err) // a stdio child's stderr may echo its env
 	}
 	out.Duration = time.Since(start)
+	// Recorded, not counted in health: the window is of tool calls (a
+	// request a server does not support, say, is no sign it fails).
 	d.recordRelayed(ctx, conn.Name(), conn.Era(), transport, method, name, start, &out, rec, info)
-	if _, configured := d.mgr.Get(conn.Name()); configured {
-		d.health.Observe(conn.Name(), out.Class)
-	}
 	return out
 }
 
 // recordRelayed classifies a relayed request's outcome and records it in
 // the activity log and the metrics, as the funnel does for calls.
 func (d *Daemon) recordRelayed(ctx context.Context, server, era, transport, method, name string, start time.Time, out *callOutcome, rec *callerr.Recorder, info *upstream.CallInfo) {
-	tool := strings.TrimSpace(method + " " + name)
+	tool, other := strings.TrimSpace(method+" "+name), method
 	if method == string(mcp.MethodToolsCall) {
-		tool = name
+		tool, other = name, ""
 		if out.Result != nil {
 			out.Result = upstream.NewCallResult(out.Result.Raw)
 		}
@@ -224,7 +223,7 @@ func (d *Daemon) recordRelayed(ctx context.Context, server, era, transport, meth
 		Time: start, Server: server, Tool: tool,
 		DurationMS: float64(out.Duration.Microseconds()) / 1000, Status: status, Error: d.secrets.text(errText),
 		ErrorClass: out.Class.Class, FaultDomain: out.Class.Domain, UpstreamHTTPStatus: out.Class.HTTPStatus, Reason: out.Class.Reason,
-		RequestID: out.RequestID, Client: "cli", ProtocolEra: era, Reinit: info.Reinit, Retried: info.Retried,
+		RequestID: out.RequestID, Client: "cli", ProtocolEra: era, Reinit: info.Reinit, Retried: info.Retried, Method: other,
 	})
 	d.metrics.observeCall(server, out.Class, out.Duration)
 }

@@ -702,17 +702,17 @@ func (s *Store) rowCut(newest int64) int64 {
 // statement's own cost (parsing and binding it, and with PostgreSQL a
 // round trip) is most of what a record costs when each has its own:
 // 64 to a statement, SQLite stores about 40% more records per second
-// and PostgreSQL about five times as many (BenchmarkIngest). Its 1,216
+// and PostgreSQL about five times as many (BenchmarkIngest). Its 1,280
 // parameters stay far under both engines' limits.
 const insertRows = 64
 
 // insertColumns are the columns a record fills, in insertRecords' order.
 const insertColumns = `ts, server, tool, duration_us, status, error,
 	error_class, fault_domain, upstream_http_status, request_id, client, protocol_era,
-	reinit, retried, token_refresh, reason, replica, progress, inputs`
+	reinit, retried, token_refresh, reason, replica, progress, inputs, method`
 
 // rowParams are the placeholders of one record.
-const rowParams = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+const rowParams = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 
 // insertStmt is the prepared INSERT of n rows.
 func (s *Store) insertStmt(ctx context.Context, n int) (*sql.Stmt, error) {
@@ -750,12 +750,12 @@ func (s *Store) insertStmt(ctx context.Context, n int) (*sql.Stmt, error) {
 // order, but PostgreSQL's identity sequence also increases row by row in
 // the order of the VALUES, so the ids, sorted, are the rows' in order.
 func insertRecords(ctx context.Context, stmt *sql.Stmt, rows []Record, lastID bool) error {
-	args := make([]any, 0, len(rows)*19)
+	args := make([]any, 0, len(rows)*20)
 	for i := range rows {
 		r := &rows[i]
 		args = append(args, r.Time.UnixNano(), r.Server, r.Tool, durationUS(r.DurationMS), r.Status, r.Error,
 			r.ErrorClass, r.FaultDomain, r.UpstreamHTTPStatus, r.RequestID, r.Client, r.ProtocolEra,
-			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica, r.Progress, r.Inputs)
+			flag(r.Reinit), flag(r.Retried), flag(r.TokenRefresh), r.Reason, r.Replica, r.Progress, r.Inputs, r.Method)
 	}
 	if lastID {
 		res, err := stmt.ExecContext(ctx, args...)

@@ -15,7 +15,7 @@ import (
 
 const selectCols = `id, ts, server, tool, duration_us, status, error, error_class, fault_domain,
 	upstream_http_status, request_id, client, protocol_era, reinit, retried, token_refresh, reason, replica,
-	progress, inputs`
+	progress, inputs, method`
 
 // where renders the filter as SQL conditions over indexed columns.
 func (f Filter) where() (string, []any) {
@@ -75,7 +75,7 @@ func scanRecord(sc scanner) (Record, error) {
 	var ts, durUS int64
 	if err := sc.Scan(&r.ID, &ts, &r.Server, &r.Tool, &durUS, &r.Status, &r.Error, &r.ErrorClass, &r.FaultDomain,
 		&r.UpstreamHTTPStatus, &r.RequestID, &r.Client, &r.ProtocolEra, &r.Reinit, &r.Retried, &r.TokenRefresh, &r.Reason, &r.Replica,
-		&r.Progress, &r.Inputs); err != nil {
+		&r.Progress, &r.Inputs, &r.Method); err != nil {
 		return Record{}, err
 	}
 	r.Time = time.Unix(0, ts).UTC()

@@ -37,6 +37,10 @@ type ActivityRecord struct {
 	// Replica is the proxyd that made the call, when several share the
 	// state database.
 	Replica string `json:"replica,omitempty"`
+	// Method is the request's MCP method when it is not tools/call (the
+	// command line's resources/read, prompts/get, rpc requests; Tool then
+	// reads "METHOD NAME"); such records are not counted in health.
+	Method string `json:"method,omitempty"`
 }
 
 // Call statuses of an ActivityRecord.

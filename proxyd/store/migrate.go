@@ -142,6 +142,14 @@ var migrations = []migration{
 	CREATE INDEX activity_domain_ts ON activity (fault_domain, ts) WHERE fault_domain != '';
 	CREATE INDEX activity_replica_ts ON activity (replica, ts) WHERE replica != '';`,
 	},
+	// 8: a record's MCP method when it is not tools/call (the command
+	// line's resources, prompts and rpc requests; '' for a tool call), so
+	// the health window, a window of tool calls, leaves the others out
+	// when it is replayed from the record.
+	{
+		sqlite:   `ALTER TABLE activity ADD COLUMN method TEXT NOT NULL DEFAULT '';`,
+		postgres: `ALTER TABLE activity ADD COLUMN method TEXT NOT NULL DEFAULT '';`,
+	},
 }
 
 // LatestVersion is the schema version this build writes.
