@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,11 +27,8 @@ func (prettyBackend) Relay(_ context.Context, c *Call) (json.RawMessage, error) 
 // their lines: each line is a data line of its own, which the client's
 // parser joins again.
 func TestSSEEventsWithLineBreaks(t *testing.T) {
-	const token = "mcpx_test_token_0123456789abcdef0123456789"
-	s := New(prettyBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
-	srv := httptest.NewServer(s.Handler(token, ""))
-	t.Cleanup(srv.Close)
+	const token = testToken
+	_, srv := startEndpoint(t, prettyBackend{})
 	for _, version := range []string{mcp.ProtocolVersion20251125, mcp.LATEST_PROTOCOL_VERSION} {
 		t.Run(version, func(t *testing.T) {
 			tr, err := transport.NewStreamableHTTP(srv.URL+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))

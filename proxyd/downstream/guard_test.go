@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +16,8 @@ import (
 // stream outside the endpoint path, and a batch told that batches are not
 // supported rather than that its JSON is invalid.
 func TestEndpointEdges(t *testing.T) {
-	const token = "mcpx_test_token_0123456789abcdef0123456789"
-	s := New(hintBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
-	srv := httptest.NewServer(s.Handler(token, ""))
-	t.Cleanup(srv.Close)
+	const token = testToken
+	_, srv := startEndpoint(t, hintBackend{})
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	cases := []struct {
 		name, method, path, auth, body string

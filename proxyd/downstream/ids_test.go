@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,12 +26,9 @@ func (b *countingBackend) Relay(context.Context, *Call) (json.RawMessage, error)
 // progressToken that is neither is invalid params. Good ids come back as
 // sent, digit for digit.
 func TestRequestIDsAndTokens(t *testing.T) {
-	const token = "mcpx_test_token_0123456789abcdef0123456789"
+	const token = testToken
 	b := &countingBackend{}
-	s := New(b, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
-	srv := httptest.NewServer(s.Handler(token, ""))
-	t.Cleanup(srv.Close)
+	_, srv := startEndpoint(t, b)
 	// A legacy session's call, as progressCall makes one, with its body
 	// replaced.
 	legacy := progressCall(t, srv.URL+"/mcp", token, false)
@@ -55,13 +50,7 @@ func TestRequestIDsAndTokens(t *testing.T) {
 		body += `}}}`
 		req.Body = io.NopCloser(strings.NewReader(body))
 		req.ContentLength = int64(len(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return roundTrip(t, req)
 	}
 	for _, modern := range []bool{false, true} {
 		for _, id := range []string{`{"a":1}`, `[1,2]`, `true`, `null`, "[1,\n\n2]"} {
@@ -93,11 +82,8 @@ func TestRequestIDsAndTokens(t *testing.T) {
 // the spec has it (a 404 would tell the client a session it never sent
 // had ended); initialize itself needs none.
 func TestLegacyPostWithoutSession(t *testing.T) {
-	const token = "mcpx_test_token_0123456789abcdef0123456789"
-	s := New(&countingBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
-	srv := httptest.NewServer(s.Handler(token, ""))
-	t.Cleanup(srv.Close)
+	const token = testToken
+	_, srv := startEndpoint(t, &countingBackend{})
 	post := func(body string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
@@ -105,13 +91,7 @@ func TestLegacyPostWithoutSession(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(out)
+		return roundTrip(t, req)
 	}
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,

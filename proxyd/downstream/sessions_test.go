@@ -230,11 +230,8 @@ func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
 // reconnecting while the old connection lingers), and the session's end
 // (DELETE) ends the last, so no stream holds a connection forever.
 func TestOneGetStreamPerSession(t *testing.T) {
-	const token = "mcpx_test_token_0123456789abcdef0123456789"
-	s := New(hintBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
-	srv := httptest.NewServer(s.Handler(token, ""))
-	t.Cleanup(srv.Close)
+	const token = testToken
+	_, srv := startEndpoint(t, hintBackend{})
 	t.Cleanup(srv.CloseClientConnections) // runs first: a stream left open fails the test, not hangs it
 	sid := progressCall(t, srv.URL+"/mcp", token, false).Header.Get("Mcp-Session-Id")
 	req := func(method string) *http.Request {
@@ -294,12 +291,9 @@ func TestOneGetStreamPerSession(t *testing.T) {
 // listening cannot take every connection from requests: one over the
 // bound gets 503 at once, and a stream that ends makes room.
 func TestStreamLimit(t *testing.T) {
-	const token = "mcpx_test_token_0123456789abcdef0123456789"
-	s := New(hintBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
+	const token = testToken
+	s, srv := startEndpoint(t, hintBackend{})
 	s.SetStreamLimit(2)
-	srv := httptest.NewServer(s.Handler(token, ""))
-	t.Cleanup(srv.Close)
 	t.Cleanup(srv.CloseClientConnections)
 	get := func(sid string) *http.Response {
 		t.Helper()

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -47,12 +45,9 @@ func (b *slowBookkeeping) Relay(ctx context.Context, c *Call) (json.RawMessage, 
 // wait, and both then run; after a streamed answer on one goroutine, the
 // work left first.
 func TestStreamedAnswerEndsBeforeBookkeeping(t *testing.T) {
-	const token = "mcpx_test_token_0123456789abcdef0123456789"
+	const token = testToken
 	b := &slowBookkeeping{}
-	s := New(b, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Sync()
-	srv := httptest.NewServer(s.Handler(token, ""))
-	t.Cleanup(srv.Close)
+	_, srv := startEndpoint(t, b)
 	for _, modern := range []bool{false, true} {
 		for _, stream := range []bool{true, false} {
 			b.stream, b.release, b.ran = stream, make(chan struct{}), make(chan string, 2)
