@@ -128,7 +128,7 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 	t := &refreshTarget{coord: d.auth.coord, key: serverKey(s), conn: conn}
 	tok, err := d.auth.store.Token(r.Context(), t.key)
 	if err != nil {
-		if st := conn.State(); st == api.StateReady || st == api.StateDegraded {
+		if conn.NotReady() == nil {
 			// Connected without a sign-in: there is no grant to drill, and
 			// 'mcpx login' would say there is nothing to sign in to.
 			return unavailable("%s is connected with no sign-in stored (no OAuth grant), so there is no token to refresh: the drill cannot run (it is for servers signed in with 'mcpx login')", s.Name)
