@@ -43,8 +43,8 @@ Examples:
 			ArgsUsage: "NAME URL | NAME -- COMMAND [ARGS...]",
 			Description: `Adds a server. With a URL it is a Streamable HTTP server (or SSE with
 --transport sse); with "-- COMMAND ARGS" a stdio server that proxyd
-launches with only the environment you give it (--env) plus PATH, HOME
-and the locale.
+launches with only the environment you give it (--env) plus PATH, HOME,
+USER, LOGNAME, the locale (LANG, LC_ALL, TZ), TMPDIR, SHELL and TERM.
 
 Examples:
    mcpx servers add docs https://example.com/mcp
