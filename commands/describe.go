@@ -92,11 +92,17 @@ func needsSignIn(s *api.ServerStatus) bool {
 	return strings.Contains(s.LastError, "requires sign-in") || strings.Contains(s.LastError, "mcpx login")
 }
 
+// signInStep is what to run for a server that wants a sign-in: OAuth's,
+// or a static token's.
+func signInStep(server string) string {
+	return "mcpx login " + server + " (or, for a static token: mcpx auth set-token " + server + ")"
+}
+
 // nextStep is the command to run next for a server in its state.
 func nextStep(s *api.ServerStatus) string {
 	switch {
 	case needsSignIn(s):
-		return "mcpx login " + s.Name + " (or, for a static token: mcpx auth set-token " + s.Name + ")"
+		return signInStep(s.Name)
 	case s.State == api.StateError && s.Transport == "stdio":
 		return "check the command (run it by hand: it must speak MCP on stdout), then 'mcpx reload'"
 	case s.State == api.StateError:

@@ -96,7 +96,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 			}
 			switch {
 			case strings.Contains(s.LastError, "requires sign-in"):
-				detail += " — run: mcpx login " + s.Name + " (or, for a static token, mcpx auth set-token " + s.Name + ")"
+				detail += " — run: " + signInStep(s.Name)
 			case s.State == api.StateError && s.Transport != "stdio":
 				detail += " — diagnose: mcpx probe " + s.Name
 			}
