@@ -41,15 +41,17 @@ type httpPeer struct {
 	// shape: the form the client's era takes the result in, set by the
 	// relay (relay.Shaper) and applied as the answer is framed.
 	shape relay.Shape
+	// shapeMembers lists the result's members (see relay.Shaper).
+	shapeMembers *relay.Members
 }
 
 func (p *httpPeer) Modern() bool     { return p.modern }
 func (p *httpPeer) Caps() relay.Caps { return p.caps }
 
 // Shape sets the shape the result is framed in (see relay.Shaper).
-func (p *httpPeer) Shape(s relay.Shape) {
+func (p *httpPeer) Shape(s relay.Shape, ms *relay.Members) {
 	p.mu.Lock()
-	p.shape = s
+	p.shape, p.shapeMembers = s, ms
 	p.mu.Unlock()
 }
 
@@ -264,7 +266,7 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 	// bookkeeping runs after it (Call.Then).
 	if p.sse {
 		b := append(*f, eventStart...)
-		b = appendResponse(b, id, result, rpcErr, p.shape)
+		b = appendResponse(b, id, result, rpcErr, p.shape, p.shapeMembers)
 		if msg := b[len(eventStart):]; lineBreak(msg) >= 0 {
 			// Rare: framed again, a data line for each of its lines.
 			b = appendEvent(make([]byte, 0, len(b)+64), msg)
@@ -284,7 +286,7 @@ func (p *httpPeer) finish(id json.RawMessage, result json.RawMessage, rpcErr *re
 		return
 	}
 	defer flush(p.w)
-	*f = appendResponse(*f, id, result, rpcErr, p.shape)
+	*f = appendResponse(*f, id, result, rpcErr, p.shape, p.shapeMembers)
 	status := http.StatusOK
 	if rpcErr != nil && p.modern {
 		status = httpStatusFor(rpcErr.Code)
@@ -340,8 +342,8 @@ func (p *httpPeer) close() {
 }
 
 // appendResponse appends a JSON-RPC response to dst, its result in
-// shape.
-func appendResponse(dst []byte, id, result json.RawMessage, rpcErr *relay.RPCError, shape relay.Shape) []byte {
+// shape (ms lists its members, or is nil).
+func appendResponse(dst []byte, id, result json.RawMessage, rpcErr *relay.RPCError, shape relay.Shape, ms *relay.Members) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	dst = append(dst, id...)
 	if rpcErr != nil {
@@ -354,7 +356,7 @@ func appendResponse(dst []byte, id, result json.RawMessage, rpcErr *relay.RPCErr
 		dst = append(dst, b...)
 	} else {
 		dst = append(dst, `,"result":`...)
-		dst = shape.Append(dst, result)
+		dst = shape.Append(dst, result, ms)
 	}
 	return append(dst, '}')
 }

@@ -385,7 +385,7 @@ func writeInvalidRequest(w http.ResponseWriter, id json.RawMessage, status int, 
 	if len(id) == 0 || !scalarID(id) {
 		id = json.RawMessage("null")
 	}
-	body := appendResponse(nil, id, nil, &relay.RPCError{Code: relay.CodeInvalidRequest, Message: message}, relay.AsIs)
+	body := appendResponse(nil, id, nil, &relay.RPCError{Code: relay.CodeInvalidRequest, Message: message}, relay.AsIs, nil)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}

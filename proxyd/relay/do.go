@@ -406,7 +406,9 @@ func (s Shape) refined(res json.RawMessage, ms *Members) Shape {
 // shape holds for the result Do returns, and for any result of the same
 // request (shapes are idempotent).
 type Shaper interface {
-	Shape(Shape)
+	// Shape sets the shape; ms lists the result's members (nil when
+	// unknown) for Shape.Append.
+	Shape(s Shape, ms *Members)
 }
 
 // shaped is res in shape s for peer: as it is when peer shapes results
@@ -414,7 +416,7 @@ type Shaper interface {
 func shaped(peer Peer, res json.RawMessage, ms *Members, s Shape) json.RawMessage {
 	s = s.refined(res, ms)
 	if sh, ok := peer.(Shaper); ok {
-		sh.Shape(s)
+		sh.Shape(s, ms)
 		return res
 	}
 	return s.Apply(res)
@@ -434,11 +436,12 @@ func (s Shape) Apply(res json.RawMessage) json.RawMessage {
 	return res
 }
 
-// Append appends res in shape s to dst.
-func (s Shape) Append(dst []byte, res json.RawMessage) []byte {
+// Append appends res in shape s to dst; ms, when it lists res, saves a
+// pass over res to find the members s changes.
+func (s Shape) Append(dst []byte, res json.RawMessage, ms *Members) []byte {
 	switch s {
 	case Legacy:
-		return appendWithoutMember(dst, res, "resultType")
+		return appendWithoutMember(dst, res, "resultType", ms)
 	case Modern, modernAdded:
 		var parts [5][]byte
 		var ok bool

@@ -324,9 +324,10 @@ func WithoutMember(obj []byte, key string) []byte {
 	}
 }
 
-// appendWithoutMember appends obj without key to dst (see WithoutMember).
-func appendWithoutMember(dst, obj []byte, key string) []byte {
-	switch start, end, n := memberSpan(obj, key); {
+// appendWithoutMember appends obj without key to dst (see WithoutMember),
+// finding key from ms when ms lists obj.
+func appendWithoutMember(dst, obj []byte, key string, ms *Members) []byte {
+	switch start, end, n := ms.memberSpan(obj, key); {
 	case n == 0:
 		return append(dst, obj...)
 	case n > 1:

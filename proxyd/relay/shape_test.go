@@ -7,24 +7,32 @@ import (
 )
 
 // Shape.Append, which frames a result, and Shape.Apply, which edits a
-// copy, give the same bytes.
+// copy, give the same bytes, with the list of the result's members as
+// without it.
 func TestShapeAppendIsApply(t *testing.T) {
 	results := []string{
 		`{"content":[]}`,
 		`{"content":[],"resultType":"complete"}`,
 		`{"resultType":"input_required","inputRequests":{}}`,
 		` { "isError" : true , "resultType" : "complete" } `,
+		`{"resultType":"complete","content":[],"resultType":"complete"}`,
+		`{"content":[{"text":"{\"resultType\":1}"}] , "resultType":"complete"}`,
 		`{}`,
 		`{ }`,
 		`null`,
 	}
 	for _, s := range []Shape{AsIs, Legacy, Modern} {
 		for _, res := range results {
+			m, err := ParseMessage([]byte(`{"jsonrpc":"2.0","id":1,"result":` + res + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
 			prefix := []byte(`{"result":`)
-			got := s.Append(prefix, json.RawMessage(res))
-			want := string(prefix) + string(s.Apply(json.RawMessage(res)))
-			if string(got) != want {
-				t.Errorf("shape %d of %s: Append gives %s, Apply %s", s, res, got, want)
+			want := string(prefix) + string(s.Apply(m.Result))
+			for _, ms := range []*Members{nil, &m.Members} {
+				if got := s.Append(prefix, m.Result, ms); string(got) != want {
+					t.Errorf("shape %d of %s (listed %v): Append gives %s, Apply %s", s, res, ms != nil, got, want)
+				}
 			}
 		}
 	}
@@ -49,7 +57,7 @@ func TestRefinedShape(t *testing.T) {
 			if got, want := string(r.Apply(m.Result)), string(s.Apply(m.Result)); got != want {
 				t.Errorf("shape %d of %s refined to %d: %s, want %s", s, res, r, got, want)
 			}
-			if got, want := string(r.Append(nil, m.Result)), string(s.Append(nil, m.Result)); got != want {
+			if got, want := string(r.Append(nil, m.Result, &m.Members)), string(s.Append(nil, m.Result, nil)); got != want {
 				t.Errorf("shape %d of %s refined to %d, framed: %s, want %s", s, res, r, got, want)
 			}
 		}
@@ -74,7 +82,7 @@ type shapingPeer struct {
 	shape *Shape
 }
 
-func (p shapingPeer) Shape(s Shape) { *p.shape = s }
+func (p shapingPeer) Shape(s Shape, _ *Members) { *p.shape = s }
 
 // Do gives a peer that frames results the upstream's result as it came,
 // with the shape to frame it in; any other peer gets it edited.
@@ -112,7 +120,7 @@ func TestDoShapesForThePeer(t *testing.T) {
 			if tt.wantShape != AsIs && shape != tt.wantShape {
 				t.Errorf("shape %d, want %d", shape, tt.wantShape)
 			}
-			if got := string(shape.Append(nil, res)); shape != -1 && got != tt.want {
+			if got := string(shape.Append(nil, res, nil)); shape != -1 && got != tt.want {
 				t.Errorf("framed in its shape: %s, want %s", got, tt.want)
 			}
 		})
@@ -129,7 +137,7 @@ func TestDuplicatesReadAsTheClientReads(t *testing.T) {
 	if got := resultType(res, nil); got != resultInputRequired {
 		t.Errorf("resultType of %s: %q, encoding/json reads input_required", res, got)
 	}
-	for _, got := range [][]byte{LegacyResult(res), Legacy.Append(nil, res)} {
+	for _, got := range [][]byte{LegacyResult(res), Legacy.Append(nil, res, nil)} {
 		if string(got) != `{"content":[]}` {
 			t.Errorf("legacy shape of %s: %s", res, got)
 		}
