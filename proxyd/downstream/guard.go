@@ -69,21 +69,19 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 		if s.relay(w, r, client) {
 			return
 		}
-		if r.Method == http.MethodGet && !mcp.IsModernProtocol(r.Header.Get("Mcp-Protocol-Version")) {
-			// (The modern era has no GET stream: the library answers 405.)
-			sid := r.Header.Get("Mcp-Session-Id")
-			if sid == "" {
-				// The spec's answer to a request without the session
-				// id proxyd gave; the library would open a stream on
-				// a session of its own that nothing is ever sent to.
-				http.Error(w, "bad request: a GET stream belongs to a session; send the Mcp-Session-Id header that initialize returned", http.StatusBadRequest)
+		legacy := !mcp.IsModernProtocol(r.Header.Get("Mcp-Protocol-Version"))
+		if r.Method == http.MethodDelete && legacy {
+			// The library ends any id it is given with 200, one that
+			// never was a session included.
+			if _, ok := s.knownSession(w, r, "DELETE ends a session"); !ok {
 				return
 			}
-			// A session that ended (or that a proxyd before a restart
-			// gave) gets 404, as the spec asks, so its client starts a
-			// new one; the library would open a stream on any id.
-			if term, err := s.sessions.Validate(sid); term || err != nil {
-				http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
+		}
+		if r.Method == http.MethodGet && legacy {
+			// (The modern era has no GET stream: the library answers 405.)
+			// The library would open a stream on any id, or on none.
+			sid, ok := s.knownSession(w, r, "a GET stream belongs to a session")
+			if !ok {
 				return
 			}
 			release, ok := s.holdStream(&s.gets)
@@ -104,6 +102,23 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// knownSession is the legacy session r names; when r names none, or one
+// that ended (or that a proxyd before a restart gave), it answers as the
+// spec asks, 400 or 404 (a client starts a new session on 404), and ok is
+// false. what says what the request needs the session for.
+func (s *Server) knownSession(w http.ResponseWriter, r *http.Request, what string) (sid string, ok bool) {
+	sid = r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		http.Error(w, "bad request: "+what+"; send the Mcp-Session-Id header that initialize returned", http.StatusBadRequest)
+		return "", false
+	}
+	if term, err := s.sessions.Validate(sid); term || err != nil {
+		http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
+		return "", false
+	}
+	return sid, true
 }
 
 // holdStream counts one more GET (or listen) stream in counter, when

@@ -226,6 +226,45 @@ func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
 	}
 }
 
+// DELETE ends a live session once: the spec's 404 for a session that
+// does not exist (ended, never given, or given by a proxyd before a
+// restart) and 400 without a session id, where the library answered 200
+// to any of them.
+func TestDeleteOfUnknownSessionIs404(t *testing.T) {
+	ss := newSessionServer(t, 100, time.Minute)
+	del := func(sid string) int {
+		req, _ := http.NewRequest(http.MethodDelete, ss.url, nil)
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	live := ss.initialize()
+	for _, tt := range []struct {
+		name, sid string
+		want      int
+	}{
+		{"a live session", live, http.StatusOK},
+		{"the same session again", live, http.StatusNotFound},
+		{"a session never given", "mcpx-s-not-a-session", http.StatusNotFound},
+		{"a malformed session id", "garbage", http.StatusNotFound},
+		{"no session id", "", http.StatusBadRequest},
+	} {
+		if got := del(tt.sid); got != tt.want {
+			t.Errorf("DELETE of %s: %d, want %d", tt.name, got, tt.want)
+		}
+	}
+	if live, library := ss.s.Sessions(); live != 0 || library != 0 {
+		t.Errorf("after DELETE: %s; want none", ss.counts())
+	}
+}
+
 // A session has one GET stream: another ends the older (a client
 // reconnecting while the old connection lingers), and the session's end
 // (DELETE) ends the last, so no stream holds a connection forever.
