@@ -503,6 +503,13 @@ func TestRelayEveryEra(t *testing.T) {
 					if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "test://static"}}); err != nil {
 						t.Fatal(err)
 					}
+					// No server has it: refused as a read is, not a
+					// subscription that never notifies.
+					//lint:ignore SA1019 the legacy era's resources/subscribe is what is tested
+					err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: "test://nowhere"}})
+					if err == nil || !strings.Contains(err.Error(), "resource not found") {
+						t.Fatalf("subscribe to a URI no server has: %v", err)
+					}
 				}
 				if srv == "modern" {
 					return // the library's server cannot send updates to a modern listen stream

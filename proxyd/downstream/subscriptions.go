@@ -3,6 +3,7 @@ package downstream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -94,10 +95,17 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		return false // the library answers a malformed request
 	}
 	srv, ok := t.resourceServer(uri)
-	if !ok {
-		return false
+	if !ok && msg.Method == string(mcp.MethodResourcesUnsubscribe) {
+		return false // the library's {}: nothing to end
 	}
 	peer := &httpPeer{w: w, s: s, sess: sess, level: -1}
+	if !ok {
+		// No server has it: a subscription that could never notify is
+		// refused as a read of it is (the library answered {}).
+		data, _ := json.Marshal(map[string]string{"uri": uri})
+		peer.finish(msg.ID, nil, &relay.RPCError{Code: mcp.RESOURCE_NOT_FOUND, Message: fmt.Sprintf("resource not found: no server lists %q or a template it matches", uri), Data: data})
+		return true
+	}
 	if msg.Method == string(mcp.MethodResourcesUnsubscribe) {
 		if sess.unsubscribe(uri) {
 			sub.Unsubscribe(srv, uri)
