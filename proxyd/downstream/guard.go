@@ -66,8 +66,13 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 			procs.Serve()
 			defer procs.Served()
 		}
-		if s.relay(w, r, client) {
+		handled, lib := s.relay(w, r, client)
+		if handled {
 			return
+		}
+		if lib != nil {
+			defer lib.finish()
+			w = lib
 		}
 		legacy := !mcp.IsModernProtocol(r.Header.Get("Mcp-Protocol-Version"))
 		if r.Method == http.MethodDelete && legacy {

@@ -106,3 +106,65 @@ func TestLegacyPostWithoutSession(t *testing.T) {
 		t.Errorf("initialize: %d %s", status, out)
 	}
 }
+
+// A request the MCP library answers (ping, a list, initialize) comes back
+// with its id as sent, in either era: ids the library would re-encode (a
+// number beyond 2^53, 1.0, 1e50, a string with escapes) included.
+func TestLibraryAnswersKeepIDs(t *testing.T) {
+	const token = testToken
+	_, srv := startEndpoint(t, hintBackend{})
+	legacy := progressCall(t, srv.URL+"/mcp", token, false)
+	sid := legacy.Header.Get("Mcp-Session-Id")
+	const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	post := func(modern bool, method, id string) (int, string) {
+		t.Helper()
+		var body string
+		req := legacy.Clone(context.Background())
+		switch {
+		case modern:
+			body = `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{` + modernMeta + `}}`
+			req = progressCall(t, srv.URL+"/mcp", token, true)
+			req.Header.Set("Mcp-Method", method)
+			req.Header.Del("Mcp-Name")
+		case method == "initialize":
+			body = `{"jsonrpc":"2.0","id":` + id + `,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+			req.Header.Del("Mcp-Session-Id")
+		default:
+			body = `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `"}`
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		req.Body = io.NopCloser(strings.NewReader(body))
+		req.ContentLength = int64(len(body))
+		return roundTrip(t, req)
+	}
+	ids := []string{`9007199254740993`, `18446744073709551617`, `1.0`, `1e50`, `-0`, `"a\/b"`, `"\u0041"`, `7`, `"s-1"`}
+	for _, tt := range []struct {
+		modern bool
+		method string
+	}{
+		{false, "ping"}, {false, "tools/list"}, {false, "prompts/list"}, {false, "initialize"}, {false, "no/such/method"},
+		{true, "ping"}, {true, "tools/list"}, {true, "server/discover"},
+	} {
+		for _, id := range ids {
+			status, body := post(tt.modern, tt.method, id)
+			if !strings.Contains(body, `"id":`+id+`,`) || strings.Contains(body, standInPrefix) {
+				t.Errorf("modern %v, %s with id %s: %d %s, want the id as sent", tt.modern, tt.method, id, status, body)
+			}
+		}
+	}
+}
+
+func TestEchoedExactly(t *testing.T) {
+	for _, tt := range []struct {
+		id   string
+		want bool
+	}{
+		{`1`, true}, {`-12`, true}, {`900719925474099`, true}, {`9007199254740992`, true},
+		{`9007199254740993`, false}, {`1.0`, false}, {`1.5`, true}, {`1e50`, false}, {`-0`, false}, {`0`, true},
+		{`"x"`, true}, {`""`, true}, {`"a\/b"`, false}, {`"a\"b"`, true}, {`"\u0041"`, false},
+	} {
+		if got := echoedExactly(json.RawMessage(tt.id)); got != tt.want {
+			t.Errorf("echoedExactly(%s) = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+}

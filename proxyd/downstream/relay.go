@@ -99,24 +99,29 @@ var relayed = map[string]bool{
 // one upstream, the clients' responses to requests proxyd put to them and
 // their cancellations. Anything else, or anything off (an unknown name, a
 // header that does not match the body), returns false with the body
-// restored, for the library to answer.
-func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) bool {
+// restored, for the library to answer; lib, when not nil, is the writer
+// the library answers through (see idRestorer), to finish once it has.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) (handled bool, lib *idRestorer) {
 	if r.Method != http.MethodPost || r.URL.Path != "/mcp" {
-		return false
+		return false, nil
 	}
 	if mediatype.Of(r.Header.Get("Content-Type")) != "application/json" {
-		return false
-	}
-	rl, ok := s.backend.(Relayer)
-	if !ok {
-		return false
+		return false, nil
 	}
 	body, err := readBody(r)
-	if err == nil && len(body) <= maxRelayBody && s.relayMessage(w, r, client, rl, body) {
-		return true
+	if err != nil || len(body) > maxRelayBody {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		return false, nil
 	}
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	return false
+	msg, ok := clientMessage(body)
+	if rl, relays := s.backend.(Relayer); ok && relays && s.relayMessage(w, r, client, rl, body, msg) {
+		return true, nil
+	}
+	if ok && msg.Method != "" && len(msg.ID) > 0 && !echoedExactly(msg.ID) {
+		body, lib = restoreID(w, body, msg.ID)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return false, lib
 }
 
 // readBody reads up to maxRelayBody+1 bytes of r's body, in one buffer
@@ -131,11 +136,7 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // relayMessage relays the client message body (see relay); false: the
 // library answers it.
-func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client string, rl Relayer, body []byte) bool {
-	msg, ok := clientMessage(body)
-	if !ok {
-		return false
-	}
+func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client string, rl Relayer, body []byte, msg relay.Message) bool {
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if version != "" && !mcp.IsValidProtocolVersion(version) {
 		return false // the library answers an unsupported version
