@@ -82,6 +82,11 @@ func runServersList(c *cli.Context) error {
 	}
 	st, err := newClient(c).Status(c.Context)
 	if err == nil {
+		if st.ConfigError != "" {
+			// The list is the running configuration's, not the file's
+			// as it now reads: say why they differ.
+			errorf(c, "warning: proxyd kept its running configuration: %s\n", st.ConfigError)
+		}
 		return render(c, st.Servers, func(w io.Writer) error {
 			if len(st.Servers) == 0 {
 				fmt.Fprintln(w, "No servers configured. Add one with: mcpx servers add NAME URL")

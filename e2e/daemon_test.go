@@ -199,6 +199,13 @@ func TestServersAddRemoveAndBadEdit(t *testing.T) {
 	if r := e.run("call", "fixture", "echo", "text=after-bad-edit"); r.code != 0 || !strings.Contains(r.stdout, "after-bad-edit") {
 		t.Errorf("daemon stopped serving after a broken edit:\n%s", r)
 	}
+	// The list is the running configuration's: it says why the file's
+	// edit is not in it.
+	for _, args := range [][]string{{"servers"}, {"servers", "-o", "json"}} {
+		if r := e.run(args...); r.code != 0 || !strings.Contains(r.stderr, "kept its running configuration") || !fileLineCol.MatchString(r.stderr) {
+			t.Errorf("%v after a broken edit: want the config error on stderr:\n%s", args, r)
+		}
+	}
 	// Fixing the file brings it back in line.
 	e.writeConfig(fixtureConfig(one.URL(), "auto"))
 	e.mustRun("reload")
