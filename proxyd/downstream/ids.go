@@ -18,29 +18,57 @@ import (
 // 1e+50, and a string's escapes come back decoded. A client matches
 // answers to requests by id, so such a request would never be answered.
 // The relay sends its own requests' ids back as they came; for a request
-// the library answers, proxyd gives the library an id of its own and puts
-// the client's back in the answer.
+// the library answers at once (oneShot), proxyd gives the library an id
+// of its own and puts the client's back in the answer.
+
+// oneShot are the requests the library answers with one small response
+// as soon as it has them: their answers can be held and mended whole.
+// (A call, a listen or anything else the library might stream, or a
+// client might cancel by its id, keeps the library's encoding.)
+var oneShot = map[string]bool{
+	string(mcp.MethodPing):                   true,
+	string(mcp.MethodInitialize):             true,
+	string(mcp.MethodToolsList):              true,
+	string(mcp.MethodPromptsList):            true,
+	string(mcp.MethodResourcesList):          true,
+	string(mcp.MethodResourcesTemplatesList): true,
+	string(mcp.MethodSetLogLevel):            true,
+	string(mcp.MethodServerDiscover):         true,
+}
 
 // echoedExactly reports whether the library answers id with the same
-// bytes.
+// bytes. It decodes ids two ways (into an any, and into an
+// mcp.RequestId), so both are tried.
 func echoedExactly(id json.RawMessage) bool {
 	if plainID(id) {
 		return true
 	}
-	var v mcp.RequestId
-	if json.Unmarshal(id, &v) != nil {
-		return true // the library refuses it: no answer to match
+	var v any
+	var rid mcp.RequestId
+	return sameAfter(id, &v) && sameAfter(id, &rid)
+}
+
+// sameAfter reports whether id decoded into v encodes as id again.
+func sameAfter(id json.RawMessage, v any) bool {
+	if json.Unmarshal(id, v) != nil {
+		return false // not the library's to echo either: a stand-in is as good
 	}
 	out, err := json.Marshal(v)
 	return err == nil && bytes.Equal(out, id)
 }
 
 // plainID reports, without decoding it, an id the library echoes as it
-// came: a short integer in its plain form, or a string without escapes.
+// came: a short integer in its plain form, or a string of printable ASCII
+// without escapes or the characters encoding/json escapes (<, >, &).
 func plainID(id json.RawMessage) bool {
 	switch {
 	case len(id) >= 2 && id[0] == '"':
-		return bytes.IndexByte(id[1:len(id)-1], '\\') < 0
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c >= 0x7f || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
 	case len(id) == 0 || len(id) > 15:
 		return false
 	}
@@ -65,10 +93,9 @@ var standIns atomic.Uint64
 
 const standInPrefix = "mcpx-id-"
 
-// idRestorer is the ResponseWriter the library answers a request with a
-// stand-in id through: it holds the answer (a single response, small:
-// ping, initialize, a list) until the library is done, then writes it
-// with the client's id in place of the stand-in.
+// idRestorer is the ResponseWriter the library answers a oneShot request
+// with a stand-in id through: it holds the answer until the library is
+// done, then writes it with the client's id in place of the stand-in.
 type idRestorer struct {
 	http.ResponseWriter
 	standIn []byte // quoted, as the library encodes it
@@ -105,13 +132,15 @@ func (ir *idRestorer) Unwrap() http.ResponseWriter { return ir.ResponseWriter }
 
 // finish writes the answer, the client's id back in it.
 func (ir *idRestorer) finish() {
-	out := bytes.Replace(ir.buf.Bytes(), ir.standIn, ir.id, 1)
-	h := ir.ResponseWriter.Header()
-	if h.Get("Content-Length") != "" {
-		h.Set("Content-Length", strconv.Itoa(len(out)))
-	}
+	out := ir.buf.Bytes()
+	ir.ResponseWriter.Header().Del("Content-Length") // the id's length differs
 	if ir.status != 0 {
 		ir.ResponseWriter.WriteHeader(ir.status)
+	}
+	if i := bytes.Index(out, ir.standIn); i >= 0 {
+		_, _ = ir.ResponseWriter.Write(out[:i])
+		_, _ = ir.ResponseWriter.Write(ir.id)
+		out = out[i+len(ir.standIn):]
 	}
 	_, _ = ir.ResponseWriter.Write(out)
 }

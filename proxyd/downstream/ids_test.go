@@ -109,7 +109,8 @@ func TestLegacyPostWithoutSession(t *testing.T) {
 
 // A request the MCP library answers (ping, a list, initialize) comes back
 // with its id as sent, in either era: ids the library would re-encode (a
-// number beyond 2^53, 1.0, 1e50, a string with escapes) included.
+// number beyond 2^53, 1.0, 1e50, a string with escapes) included, and
+// the answer is otherwise the library's.
 func TestLibraryAnswersKeepIDs(t *testing.T) {
 	const token = testToken
 	_, srv := startEndpoint(t, hintBackend{})
@@ -137,18 +138,21 @@ func TestLibraryAnswersKeepIDs(t *testing.T) {
 		req.ContentLength = int64(len(body))
 		return roundTrip(t, req)
 	}
-	ids := []string{`9007199254740993`, `18446744073709551617`, `1.0`, `1e50`, `-0`, `"a\/b"`, `"\u0041"`, `7`, `"s-1"`}
+	ids := []string{`9007199254740993`, `18446744073709551617`, `1.0`, `1e50`, `-0`, `"a\/b"`, `"\u0041"`, `"a<b&c"`, `"é"`, `7`, `"s-1"`}
 	for _, tt := range []struct {
 		modern bool
 		method string
 	}{
-		{false, "ping"}, {false, "tools/list"}, {false, "prompts/list"}, {false, "initialize"}, {false, "no/such/method"},
+		{false, "ping"}, {false, "tools/list"}, {false, "prompts/list"}, {false, "initialize"}, {false, "logging/setLevel"},
 		{true, "ping"}, {true, "tools/list"}, {true, "server/discover"},
 	} {
+		_, plain := post(tt.modern, tt.method, "7")
 		for _, id := range ids {
 			status, body := post(tt.modern, tt.method, id)
 			if !strings.Contains(body, `"id":`+id+`,`) || strings.Contains(body, standInPrefix) {
 				t.Errorf("modern %v, %s with id %s: %d %s, want the id as sent", tt.modern, tt.method, id, status, body)
+			} else if got := strings.Replace(body, `"id":`+id+`,`, `"id":7,`, 1); got != plain {
+				t.Errorf("modern %v, %s with id %s: %s, want the answer to id 7 with the id as sent: %s", tt.modern, tt.method, id, body, plain)
 			}
 		}
 	}
@@ -161,7 +165,9 @@ func TestEchoedExactly(t *testing.T) {
 	}{
 		{`1`, true}, {`-12`, true}, {`900719925474099`, true}, {`9007199254740992`, true},
 		{`9007199254740993`, false}, {`1.0`, false}, {`1.5`, true}, {`1e50`, false}, {`-0`, false}, {`0`, true},
+		{`{"a":1}`, false},
 		{`"x"`, true}, {`""`, true}, {`"a\/b"`, false}, {`"a\"b"`, true}, {`"\u0041"`, false},
+		{`"a<b"`, false}, {`"a&b"`, false}, {`"é"`, true}, {"\"\xff\"", false},
 	} {
 		if got := echoedExactly(json.RawMessage(tt.id)); got != tt.want {
 			t.Errorf("echoedExactly(%s) = %v, want %v", tt.id, got, tt.want)

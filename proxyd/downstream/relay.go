@@ -114,10 +114,10 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, client string) (h
 		return false, nil
 	}
 	msg, ok := clientMessage(body)
-	if rl, relays := s.backend.(Relayer); ok && relays && s.relayMessage(w, r, client, rl, body, msg) {
+	if rl, relays := s.backend.(Relayer); ok && relays && s.relayMessage(w, r, client, rl, msg) {
 		return true, nil
 	}
-	if ok && msg.Method != "" && len(msg.ID) > 0 && !echoedExactly(msg.ID) {
+	if ok && oneShot[msg.Method] && len(msg.ID) > 0 && !echoedExactly(msg.ID) {
 		body, lib = restoreID(w, body, msg.ID)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -134,9 +134,9 @@ func readBody(r *http.Request) ([]byte, error) {
 	return readall.Into(buf, io.LimitReader(r.Body, maxRelayBody+1))
 }
 
-// relayMessage relays the client message body (see relay); false: the
+// relayMessage relays the client's message msg (see relay); false: the
 // library answers it.
-func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client string, rl Relayer, body []byte, msg relay.Message) bool {
+func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client string, rl Relayer, msg relay.Message) bool {
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if version != "" && !mcp.IsValidProtocolVersion(version) {
 		return false // the library answers an unsupported version
