@@ -88,6 +88,27 @@ func (ss *sessionServer) use(sid string) int {
 	return ss.post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`).StatusCode
 }
 
+// status sends a legacy request without a body (a GET stream, a DELETE)
+// on session sid ("": none) and returns its HTTP status; a stream it
+// opens ends when it returns.
+func (ss *sessionServer) status(method, sid string) int {
+	ss.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, ss.url, nil)
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ss.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func (ss *sessionServer) counts() string {
 	live, lib := ss.s.Sessions()
 	return fmt.Sprintf("%d live, %d in the library", live, lib)
@@ -183,22 +204,7 @@ func TestIdleSessionsExpire(t *testing.T) {
 // has it; a live session gets its stream.
 func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
 	ss := newSessionServer(t, 100, time.Minute)
-	get := func(sid string) int {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ss.url, nil)
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		req.Header.Set("Accept", "text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	get := func(sid string) int { return ss.status(http.MethodGet, sid) }
 	live := ss.initialize()
 	// Never streamed: a session whose stream is open does not expire, and
 	// the server may not have seen the live one's end yet.
@@ -232,19 +238,7 @@ func TestGetStreamOfUnknownSessionIs404(t *testing.T) {
 // to any of them.
 func TestDeleteOfUnknownSessionIs404(t *testing.T) {
 	ss := newSessionServer(t, 100, time.Minute)
-	del := func(sid string) int {
-		req, _ := http.NewRequest(http.MethodDelete, ss.url, nil)
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	del := func(sid string) int { return ss.status(http.MethodDelete, sid) }
 	live := ss.initialize()
 	for _, tt := range []struct {
 		name, sid string
