@@ -116,6 +116,9 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"servers", "remove", "fixtur"}, want: 8, stderr: `did you mean "fixture"?`},
 		{args: []string{"probe", "nope"}, want: 8},
 		{args: []string{"call", "fixture", "ech", "text=x"}, want: 8, stderr: `did you mean "echo"?`},
+		// A name typed as exposed gets a hint in that form.
+		{args: []string{"call", "fixture__ech", "text=x"}, want: 8, stderr: `did you mean "fixture__echo"?`},
+		{args: []string{"call", "fixture", "fixture__ech", "text=x"}, want: 8, stderr: `did you mean "fixture__echo"?`},
 		{args: []string{"activity", "show", "999999"}, want: 8},
 		{args: []string{"activity", "999999"}, want: 8},
 		{args: []string{"status", "fixtur"}, want: 8, stderr: `did you mean "fixture"?`},

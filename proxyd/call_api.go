@@ -3,6 +3,7 @@ package proxyd
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -22,6 +23,7 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("%q is a server: name one of its tools too (see 'mcpx tools %s')", req.Tool, req.Tool)
 		}
 	}
+	typed := req.Tool // as the user wrote it, for the did-you-mean hint
 	req.Server, req.Tool = d.resolveTool(req.Server, req.Tool)
 	timeout, err := requestTimeout(req.TimeoutMS)
 	if err != nil {
@@ -42,19 +44,21 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 		ctx = withSchemaCheck(ctx)
 	}
 	if req.Stream {
-		return d.streamCall(ctx, w, req)
+		return d.streamCall(ctx, w, req, typed)
 	}
 	out := d.call(d.tel.Extract(ctx, r.Header), req.Server, req.Tool, req.Arguments, downstream.CallMeta{Client: "cli"})
-	return writeJSON(w, d.explainMissing(req, callResponse(req, out)))
+	return writeJSON(w, d.explainMissing(req, typed, callResponse(req, out)))
 }
 
 // explainMissing marks a failed call whose server or tool does not exist
-// (error.not_found) and adds the nearest name to its message.
-func (d *Daemon) explainMissing(req api.CallRequest, resp api.CallResponse) api.CallResponse {
+// (error.not_found) and adds the nearest name to its message, in the
+// form typed, the tool's name as the user wrote it, takes (the exposed
+// name, prefix and all, or the server's own).
+func (d *Daemon) explainMissing(req api.CallRequest, typed string, resp api.CallResponse) api.CallResponse {
 	if resp.Error == nil {
 		return resp
 	}
-	if missing, hint := d.callTarget(req.Server, req.Tool); missing != "" {
+	if missing, hint := d.callTarget(req.Server, req.Tool, typed); missing != "" {
 		resp.Error.NotFound = missing
 		resp.Error.Message += hint
 	}
@@ -62,9 +66,10 @@ func (d *Daemon) explainMissing(req api.CallRequest, resp api.CallResponse) api.
 }
 
 // callTarget says what of a call's target does not exist ("server",
-// "tool" or "") and the did-you-mean hint for it. A tool is only known
-// missing once its server is ready and has listed its tools.
-func (d *Daemon) callTarget(srv, tool string) (missing, hint string) {
+// "tool" or "") and the did-you-mean hint for it, in typed's form. A
+// tool is only known missing once its server is ready and has listed its
+// tools.
+func (d *Daemon) callTarget(srv, tool, typed string) (missing, hint string) {
 	if srv == "" {
 		var names []string
 		for name := range d.naming().Tools {
@@ -77,7 +82,11 @@ func (d *Daemon) callTarget(srv, tool string) (missing, hint string) {
 		return "server", editdistance.DidYouMean(srv, d.serverNames())
 	}
 	if _, known := c.Tool(tool); !known && c.State() == api.StateReady {
-		return "tool", toolHint(c, tool)
+		cfg := c.Config()
+		if p := cfg.ExposedPrefix(); p != "" && typed != tool && strings.HasPrefix(typed, p) {
+			return "tool", toolHint(c, typed, p) // typed as exposed
+		}
+		return "tool", toolHint(c, tool, "")
 	}
 	return "", ""
 }

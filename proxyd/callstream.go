@@ -156,8 +156,9 @@ func (p *cliPeer) answer(in api.CallInput) bool {
 	return true
 }
 
-// streamCall runs a call for `mcpx call`, streaming its events.
-func (d *Daemon) streamCall(ctx context.Context, w http.ResponseWriter, req api.CallRequest) error {
+// streamCall runs a call for `mcpx call`, streaming its events; typed
+// is the tool's name as the user wrote it (see explainMissing).
+func (d *Daemon) streamCall(ctx context.Context, w http.ResponseWriter, req api.CallRequest, typed string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := &cliPeer{w: w, cancel: cancel}
@@ -174,7 +175,7 @@ func (d *Daemon) streamCall(ctx context.Context, w http.ResponseWriter, req api.
 	out := d.funnel(ctx, &relayed{server: req.Server, method: "tools/call", name: req.Tool, args: req.Arguments, peer: p,
 		token:    json.RawMessage(`"mcpx-call"`),
 		callMeta: downstream.CallMeta{Client: "cli", RequestID: id}})
-	res := d.explainMissing(req, callResponse(req, out))
+	res := d.explainMissing(req, typed, callResponse(req, out))
 	p.send(api.CallEvent{Event: api.EventResult, Result: &res})
 	p.mu.Lock()
 	p.ended = true

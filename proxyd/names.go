@@ -101,11 +101,11 @@ func (d *Daemon) noServer(name string) error {
 }
 
 // toolHint is the nearest tool name of conn for a name it does not have,
-// in the form of editdistance.DidYouMean.
-func toolHint(c *upstream.Conn, tool string) string {
+// each name with prefix before it, in the form of editdistance.DidYouMean.
+func toolHint(c *upstream.Conn, tool, prefix string) string {
 	var names []string
 	for _, t := range c.Tools() {
-		names = append(names, t.Name)
+		names = append(names, prefix+t.Name)
 	}
 	return editdistance.DidYouMean(tool, names)
 }
