@@ -83,10 +83,14 @@ func TestExitCodeTable(t *testing.T) {
 	})
 
 	e := newEnv(t)
-	e.writeConfig(config)
+	// A server whose config sets its Authorization header (a static
+	// token): connected, with nothing for a refresh drill.
+	e.extraEnv = append(e.extraEnv, "MCPX_E2E_STATIC=Bearer static-e2e")
+	e.writeConfig(config + fmt.Sprintf("  - name: static\n    url: %s\n    headers:\n      Authorization: ${env:MCPX_E2E_STATIC}\n", fx.URL()))
 	e.startProxyd()
 	e.waitServer("fixture", api.StateReady)
 	e.waitServer("broken", api.StateError)
+	e.waitServer("static", api.StateReady)
 
 	argsFile := filepath.Join(e.dir, "args.json")
 	if err := os.WriteFile(argsFile, []byte(`{"a": 40, "b": 2}`), 0o600); err != nil {
@@ -182,6 +186,7 @@ func TestExitCodeTable(t *testing.T) {
 		// Connected without a sign-in: nothing to refresh, and no point
 		// in sending the user to 'mcpx login'.
 		{args: []string{"drill", "refresh", "fixture"}, want: 9, stderr: "no token to refresh"},
+		{args: []string{"drill", "refresh", "static"}, want: 9, stderr: "Authorization header its config sets"},
 		{args: []string{"health", "broken"}, want: 9},
 		{args: []string{"health"}, want: 9},
 	})
