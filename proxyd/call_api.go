@@ -52,8 +52,8 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 
 // explainMissing marks a failed call whose server or tool does not exist
 // (error.not_found) and adds the nearest name to its message, in the
-// form typed, the tool's name as the user wrote it, takes (the exposed
-// name, prefix and all, or the server's own).
+// form of typed, the tool's name as the user wrote it: an exposed name
+// (prefix and all) or the server's own.
 func (d *Daemon) explainMissing(req api.CallRequest, typed string, resp api.CallResponse) api.CallResponse {
 	if resp.Error == nil {
 		return resp
