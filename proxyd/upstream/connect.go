@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -50,25 +48,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 	c.mu.Unlock()
 	switch s.EffectiveTransport() {
 	case config.TransportStdio:
-		env := childEnv(s.Env)
-		stderr := c.child.tee(c.opts.stderr(c.name))
-		return transport.NewStdioWithOptions(s.Command, env, s.Args,
-			transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
-				cmd := exec.CommandContext(ctx, command, args...)
-				cmd.Env = env // never os.Environ(): the daemon's secrets stay home
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
-				cmd.WaitDelay = 3 * time.Second
-				// Our own stderr writer, not the library's: exec copies it
-				// and Wait returns only once the stream is read to its end,
-				// so a dying child's last words are in before its cause is
-				// written down (the library mirrors asynchronously and
-				// drops what is unread when it closes).
-				cmd.Stderr = stderr
-				c.child.set(cmd)
-				return cmd, nil
-			}),
-		), nil
+		return c.startChild(s)
 	case config.TransportSSE:
 		hc, err := newHTTPClient(s, c.opts.wrappers(), c.streamBounds(), false)
 		if err != nil {

@@ -1,27 +1,51 @@
 package upstream
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+
+	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
 // stderrTail keeps the last lines a stdio child wrote to stderr, so a
 // child that dies during the handshake can be explained.
 const stderrTailBytes = 2048
 
+// A child's stdout carries MCP messages only; the library skips a line
+// that is not one without a word. proxyd keeps the last few (a banner, a
+// log line printed to stdout) to name them when the handshake fails.
+const (
+	strayLines = 3
+	strayHead  = 120 // bytes kept of each
+)
+
+// childGrace is how long a child has to exit once its stdin closes,
+// before its process group gets SIGTERM (and WaitDelay later SIGKILL):
+// the MCP library's times for a child it starts itself.
+const childGrace = 2 * time.Second
+
 // child remembers the current stdio process of a connection.
 type child struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	stderr []byte
+	stray  []string // the last lines of stdout that were not JSON-RPC
 }
 
 func (ch *child) set(cmd *exec.Cmd) {
 	ch.mu.Lock()
-	ch.cmd, ch.stderr = cmd, nil
+	ch.cmd, ch.stderr, ch.stray = cmd, nil, nil
 	ch.mu.Unlock()
 }
 
@@ -38,30 +62,170 @@ func (ch *child) tee(next io.Writer) io.Writer {
 	})
 }
 
-// explain wraps err with how the child ended, once it has (call after
-// the transport is closed, which waits for the process and its stderr).
+// startChild starts s's command and speaks MCP over its stdin and stdout
+// through the library (transport.NewIO). proxyd starts the child itself,
+// rather than the library, to read its stdout on the way (watch).
+func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
+	ctx, stop := context.WithCancel(c.ctx)
+	cmd := exec.CommandContext(ctx, s.Command, s.Args...)
+	cmd.Env = childEnv(s.Env) // never os.Environ(): the daemon's secrets stay home
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 3 * time.Second
+	// A writer, not a file: exec copies stderr, and Wait returns only
+	// once the stream is read to its end, so a dying child's last words
+	// are in before its cause is written down.
+	cmd.Stderr = c.child.tee(c.opts.stderr(c.name))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("starting %s: %w", s.Command, err)
+	}
+	// stdout is a pipe of proxyd's own, not exec's: Wait closes exec's
+	// once the child exits, while the library may still be reading what
+	// the child wrote last.
+	out, w, err := os.Pipe()
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("starting %s: %w", s.Command, err)
+	}
+	cmd.Stdout = w
+	c.child.set(cmd)
+	if err := cmd.Start(); err != nil {
+		stop()
+		out.Close()
+		w.Close()
+		return nil, fmt.Errorf("starting %s: %w", s.Command, err)
+	}
+	w.Close() // the child's end now
+	t := &childTransport{Stdio: transport.NewIO(c.child.watch(out), stdin, nil), stdout: out, stop: stop, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(t.exited)
+	}()
+	return t, nil
+}
+
+// childTransport is the library's stdio transport over a child proxyd
+// started, which it ends on Close.
+type childTransport struct {
+	*transport.Stdio
+	stdout   *os.File
+	stop     context.CancelFunc
+	exited   chan struct{}
+	once     sync.Once
+	closeErr error
+}
+
+// Close ends the child as the library ends its own: stdin closed, a
+// grace period to exit, then SIGTERM to its process group (SIGKILL
+// WaitDelay later). It returns once the child is gone.
+func (t *childTransport) Close() error {
+	t.once.Do(func() {
+		t.closeErr = t.Stdio.Close()
+		select {
+		case <-t.exited:
+		case <-time.After(childGrace):
+			t.stop()
+			<-t.exited
+		}
+		t.stop()
+		t.stdout.Close()
+	})
+	return t.closeErr
+}
+
+// watch passes the child's stdout on as it comes and keeps the lines
+// that are not JSON-RPC (see strayLines).
+func (ch *child) watch(r io.Reader) io.Reader {
+	w := &stdoutWatch{r: r, ch: ch}
+	return w
+}
+
+type stdoutWatch struct {
+	r    io.Reader
+	ch   *child
+	head []byte // the start of the line being read
+}
+
+func (w *stdoutWatch) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	for b := p[:n]; len(b) > 0; {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			w.keep(b)
+			break
+		}
+		w.keep(b[:i])
+		w.lineEnd()
+		b = b[i+1:]
+	}
+	return n, err
+}
+
+// keep adds b to the line's head, up to strayHead bytes.
+func (w *stdoutWatch) keep(b []byte) {
+	if room := strayHead - len(w.head); room > 0 {
+		w.head = append(w.head, b[:min(len(b), room)]...)
+	}
+}
+
+// lineEnd notes a line that cannot be a JSON-RPC message (one starts
+// with '{', or '[' for a batch).
+func (w *stdoutWatch) lineEnd() {
+	line := bytes.TrimSpace(w.head)
+	w.head = w.head[:0]
+	if len(line) == 0 || line[0] == '{' || line[0] == '[' {
+		return
+	}
+	w.ch.mu.Lock()
+	w.ch.stray = append(w.ch.stray, redact.Text(string(line)))
+	if len(w.ch.stray) > strayLines {
+		w.ch.stray = w.ch.stray[1:]
+	}
+	w.ch.mu.Unlock()
+}
+
+// explain wraps err with what the child did that explains it: how it
+// ended, once it has (call after the transport is closed, which waits
+// for the process and its stderr), with its last stderr lines, and what
+// it wrote to stdout that is not JSON-RPC.
 func (ch *child) explain(err error) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.cmd == nil || ch.cmd.ProcessState == nil {
+	if ch.cmd == nil {
 		return err
 	}
-
-	// The cause goes last, where people and 'mcpx status' look for it:
-	// how the child ended and its last stderr lines (up to 3, 300 bytes).
-	lines := strings.Split(strings.TrimSpace(string(ch.stderr)), "\n")
-	if len(lines) > 3 {
-		lines = lines[len(lines)-3:]
+	var parts []string
+	if ch.cmd.ProcessState != nil {
+		// The cause goes last, where people and 'mcpx status' look for
+		// it: how the child ended and its last stderr lines (up to 3,
+		// 300 bytes).
+		lines := strings.Split(strings.TrimSpace(string(ch.stderr)), "\n")
+		if len(lines) > 3 {
+			lines = lines[len(lines)-3:]
+		}
+		tail := strings.TrimSpace(strings.Join(lines, "\n"))
+		if len(tail) > 300 {
+			tail = tail[len(tail)-300:]
+		}
+		msg := fmt.Sprintf("stdio server %q %s before answering", ch.cmd.Path, ch.cmd.ProcessState.String())
+		if tail != "" {
+			msg += "; last stderr: " + tail
+		}
+		parts = append(parts, msg)
 	}
-	tail := strings.TrimSpace(strings.Join(lines, "\n"))
-	if len(tail) > 300 {
-		tail = tail[len(tail)-300:]
+	if len(ch.stray) > 0 {
+		quoted := make([]string, len(ch.stray))
+		for i, l := range ch.stray {
+			quoted[i] = fmt.Sprintf("%q", l)
+		}
+		parts = append(parts, fmt.Sprintf("stdio server %q wrote lines to stdout that are not JSON-RPC (stdout carries MCP messages only; logs belong on stderr): %s", ch.cmd.Path, strings.Join(quoted, ", ")))
 	}
-	msg := fmt.Sprintf("stdio server %q %s before answering", ch.cmd.Path, ch.cmd.ProcessState.String())
-	if tail != "" {
-		msg += "; last stderr: " + tail
+	if len(parts) == 0 {
+		return err
 	}
-	return fmt.Errorf("%w: %s", err, msg)
+	return fmt.Errorf("%w: %s", err, strings.Join(parts, "; "))
 }
 
 type writerFunc func([]byte) (int, error)

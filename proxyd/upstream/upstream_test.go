@@ -178,6 +178,25 @@ func TestStdioCrashingChild(t *testing.T) {
 	}
 }
 
+// A child that writes to stdout what is not JSON-RPC (a banner, its
+// logs), which the library skips without a word, has those lines named
+// in its error, with how it ended; a JSON line is not one of them.
+func TestStdioStrayStdout(t *testing.T) {
+	script := `echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}'; ` +
+		`echo 'Server listening on stdio'; printf '  INFO ready\n'; read -r line; echo boom >&2; exit 3`
+	m := newManager(t, config.Server{Name: "chatty", Command: "sh", Args: []string{"-c", script}})
+	c, _ := m.Get("chatty")
+	st := waitState(t, c, api.StateError)
+	for _, want := range []string{"exit status 3", "boom", "not JSON-RPC", `"Server listening on stdio", "INFO ready"`} {
+		if !strings.Contains(st.LastError, want) {
+			t.Errorf("last error %q lacks %q", st.LastError, want)
+		}
+	}
+	if strings.Contains(st.LastError, "notifications/message") {
+		t.Errorf("last error %q names a JSON-RPC line", st.LastError)
+	}
+}
+
 func TestChildEnvIsMinimal(t *testing.T) {
 	t.Setenv("MCPX_TEST_SECRET", "canary-secret-value")
 	env := childEnv(map[string]string{"LOG_LEVEL": "warn"})
