@@ -41,11 +41,14 @@ type child struct {
 	cmd    *exec.Cmd
 	stderr []byte
 	stray  []string // the last lines of stdout that were not JSON-RPC
+	// ended: proxyd signalled the child, which had not exited within
+	// childGrace of its stdin closing.
+	ended bool
 }
 
 func (ch *child) set(cmd *exec.Cmd) {
 	ch.mu.Lock()
-	ch.cmd, ch.stderr, ch.stray = cmd, nil, nil
+	ch.cmd, ch.stderr, ch.stray, ch.ended = cmd, nil, nil, false
 	ch.mu.Unlock()
 }
 
@@ -98,7 +101,7 @@ func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
 		return nil, fmt.Errorf("starting %s: %w", s.Command, err)
 	}
 	w.Close() // the child's end now
-	t := &childTransport{Stdio: transport.NewIO(c.child.watch(out), stdin, nil), stdout: out, stop: stop, exited: make(chan struct{})}
+	t := &childTransport{Stdio: transport.NewIO(c.child.watch(out), stdin, nil), child: &c.child, cmd: cmd, stdout: out, stop: stop, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(t.exited)
@@ -110,6 +113,8 @@ func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
 // started, which it ends on Close.
 type childTransport struct {
 	*transport.Stdio
+	child    *child
+	cmd      *exec.Cmd
 	stdout   *os.File
 	stop     context.CancelFunc
 	exited   chan struct{}
@@ -126,6 +131,9 @@ func (t *childTransport) Close() error {
 		select {
 		case <-t.exited:
 		case <-time.After(childGrace):
+			t.child.mu.Lock()
+			t.child.ended = t.child.cmd == t.cmd // not a newer child's
+			t.child.mu.Unlock()
 			t.stop()
 			<-t.exited
 		}
@@ -210,6 +218,9 @@ func (ch *child) explain(err error) error {
 			tail = tail[len(tail)-300:]
 		}
 		msg := fmt.Sprintf("stdio server %q %s before answering", ch.cmd.Path, ch.cmd.ProcessState.String())
+		if ch.ended {
+			msg = fmt.Sprintf("stdio server %q did not answer, nor exit when its stdin closed, and proxyd ended it (%s)", ch.cmd.Path, ch.cmd.ProcessState.String())
+		}
 		if tail != "" {
 			msg += "; last stderr: " + tail
 		}

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -194,6 +195,31 @@ func TestStdioStrayStdout(t *testing.T) {
 	}
 	if strings.Contains(st.LastError, "notifications/message") {
 		t.Errorf("last error %q names a JSON-RPC line", st.LastError)
+	}
+}
+
+// A child that neither answers nor exits when its stdin closes is ended
+// by proxyd, and its error says so rather than only "signal: terminated".
+func TestStdioChildEndedByProxyd(t *testing.T) {
+	c := &Conn{ctx: context.Background(), name: "deaf", opts: &Options{}}
+	tr, err := c.startChild(config.Server{Name: "deaf", Command: "sh", Args: []string{"-c", "echo not-json-rpc; exec sleep 60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitfor.True(t, 10*time.Second, "the stray line read", func() bool {
+		c.child.mu.Lock()
+		defer c.child.mu.Unlock()
+		return len(c.child.stray) > 0
+	})
+	_ = tr.Close()
+	got := c.child.explain(errors.New("initialize: timeout")).Error()
+	for _, want := range []string{"proxyd ended it", "signal: terminated", `"not-json-rpc"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("error %q lacks %q", got, want)
+		}
 	}
 }
 
