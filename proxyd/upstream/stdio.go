@@ -146,8 +146,7 @@ func (t *childTransport) Close() error {
 // watch passes the child's stdout on as it comes and keeps the lines
 // that are not JSON-RPC (see strayLines).
 func (ch *child) watch(r io.Reader) io.Reader {
-	w := &stdoutWatch{r: r, ch: ch}
-	return w
+	return &stdoutWatch{r: r, ch: ch}
 }
 
 type stdoutWatch struct {
