@@ -520,6 +520,19 @@ func (d *Daemon) UnreadyOwner(exposed string) (server, tool string, ok bool) {
 	return srv, tool, true
 }
 
+// UnreadyServers names the configured servers that are not ready, with
+// their state ("docs (error)"), for a refusal that may be theirs (see
+// downstream.UnreadyLister).
+func (d *Daemon) UnreadyServers() []string {
+	var out []string
+	for _, c := range d.mgr.List() {
+		if c.NotReady() != nil {
+			out = append(out, fmt.Sprintf("%s (%s)", c.Name(), c.State()))
+		}
+	}
+	return out
+}
+
 // notServed is why a call of exposed, a name the endpoint does not serve,
 // is not sent to srv, its likely server: the server's own error while it
 // is not ready (classified as the server's unavailability, or a sign-in

@@ -439,6 +439,11 @@ func TestCallOfAServerNotReady(t *testing.T) {
 	if _, body := post(sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nobody__echo","arguments":{}}}`); !strings.Contains(body, `"error"`) {
 		t.Fatalf("a name no server has: %s", body)
 	}
+	// A subscription to a URI no ready server lists names the server
+	// that is not (its resources are withdrawn).
+	if _, body := post(sid, `{"jsonrpc":"2.0","id":5,"method":"resources/subscribe","params":{"uri":"test://elsewhere"}}`); !strings.Contains(body, `-32002`) || !strings.Contains(body, "not ready: down (error)") {
+		t.Fatalf("subscribe with a server not ready: %s", body)
+	}
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"down__echo","arguments":{"text":"x"},`+
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
 	for k, v := range map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",

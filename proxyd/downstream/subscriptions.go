@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -83,6 +84,13 @@ func (x *listener) send(method string, params json.RawMessage) {
 	x.peer.event(notification(method, relay.WithMember(params, "_meta", meta)), true)
 }
 
+// UnreadyLister is implemented by backends that can name the servers not
+// ready now: their tools, prompts and resources are withdrawn, so a
+// refusal for something no server lists may be theirs.
+type UnreadyLister interface {
+	UnreadyServers() []string
+}
+
 // subscribe answers a legacy client's resources/subscribe or unsubscribe.
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session, msg relay.Message) bool {
 	sub, ok := s.backend.(Subscriber)
@@ -101,9 +109,16 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 	peer := &httpPeer{w: w, s: s, sess: sess, level: -1}
 	if !ok {
 		// No server has it: a subscription that could never notify is
-		// refused as a read of it is (the library answered {}).
+		// refused as a read of it is (the library answered {}), naming
+		// the servers not ready, whose resources are withdrawn.
+		message := fmt.Sprintf("resource not found: no server lists %q or a template it matches", uri)
+		if ul, ok := s.backend.(UnreadyLister); ok {
+			if names := ul.UnreadyServers(); len(names) > 0 {
+				message = fmt.Sprintf("resource not found: no ready server lists %q or a template it matches (not ready: %s)", uri, strings.Join(names, ", "))
+			}
+		}
 		data, _ := json.Marshal(map[string]string{"uri": uri})
-		peer.finish(msg.ID, nil, &relay.RPCError{Code: mcp.RESOURCE_NOT_FOUND, Message: fmt.Sprintf("resource not found: no server lists %q or a template it matches", uri), Data: data})
+		peer.finish(msg.ID, nil, &relay.RPCError{Code: mcp.RESOURCE_NOT_FOUND, Message: message, Data: data})
 		return true
 	}
 	if msg.Method == string(mcp.MethodResourcesUnsubscribe) {
