@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
-	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 	"github.com/mcpx-dev/mcpx/proxyd/drill"
 	"github.com/mcpx-dev/mcpx/proxyd/oauth"
@@ -133,7 +131,7 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 		if conn.NotReady() == nil {
 			// Connected without a sign-in: there is no grant to drill, and
 			// 'mcpx login' would say there is nothing to sign in to.
-			if staticAuthorization(s) {
+			if s.SetsAuthorization() {
 				return unavailable("%s is connected with the Authorization header its config sets (a static token), so there is no token to refresh: the drill cannot run (it is for servers signed in with 'mcpx login')", s.Name)
 			}
 			return unavailable("%s is connected with no sign-in stored (no OAuth grant), so there is no token to refresh: the drill cannot run (it is for servers signed in with 'mcpx login')", s.Name)
@@ -170,15 +168,4 @@ func (t *refreshTarget) Forget() { t.coord.Forget(t.key) }
 func (t *refreshTarget) Call(ctx context.Context) error {
 	_, err := t.conn.ListTools(ctx)
 	return err
-}
-
-// staticAuthorization reports whether s's config sets its Authorization
-// header (a static token proxyd sends as it is).
-func staticAuthorization(s config.Server) bool {
-	for k := range s.Headers {
-		if strings.EqualFold(k, "Authorization") {
-			return true
-		}
-	}
-	return false
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/discovery"
@@ -288,8 +289,6 @@ func (c *Config) ListenAddr() string {
 	return c.Listen
 }
 
-// EffectiveTransport is the configured transport, else stdio for a command
-// and streamable-http for a URL.
 // ResolvedHeaders are the server's headers with their ${env:...} and
 // ${file:...} references resolved: done when a connection is made, never
 // written back. An error names the header and the reference, never a
@@ -309,6 +308,19 @@ func (s *Server) ResolvedHeaders() (map[string]string, error) {
 	return out, nil
 }
 
+// SetsAuthorization reports whether the server's headers set its
+// Authorization header (a static token, sent as it is).
+func (s *Server) SetsAuthorization() bool {
+	for k := range s.Headers {
+		if strings.EqualFold(k, "Authorization") {
+			return true
+		}
+	}
+	return false
+}
+
+// EffectiveTransport is the configured transport, else stdio for a command
+// and streamable-http for a URL.
 func (s *Server) EffectiveTransport() string {
 	switch {
 	case s.Transport != "":

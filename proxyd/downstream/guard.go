@@ -99,7 +99,7 @@ func (s *Server) guard(next http.Handler, token, client string) http.Handler {
 			defer end()
 			done, ok := s.sessions.listen(sid, end)
 			if !ok {
-				http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
+				noSession(w)
 				return
 			}
 			defer done()
@@ -120,10 +120,17 @@ func (s *Server) knownSession(w http.ResponseWriter, r *http.Request, what strin
 		return "", false
 	}
 	if term, err := s.sessions.Validate(sid); term || err != nil {
-		http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
+		noSession(w)
 		return "", false
 	}
 	return sid, true
+}
+
+// noSession answers a request naming a session that does not exist (it
+// ended, or a proxyd before a restart gave it): 404, on which a client
+// starts a new one.
+func noSession(w http.ResponseWriter) {
+	http.Error(w, "not found: no such session (it ended, or proxyd restarted); initialize a new one", http.StatusNotFound)
 }
 
 // holdStream counts one more GET (or listen) stream in counter, when
