@@ -19,7 +19,7 @@ func TestActivityClassificationMatrix(t *testing.T) {
 	// 404 needs the session-less era.
 	modern := startFixture(t, mcpserver.EraModern)
 	e := newEnv(t)
-	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fixture\n    url: %s\n    protocol: legacy\n    max_response_bytes: 100000\n  - name: modern\n    url: %s\n    protocol: modern\n", fx.URL(), modern.URL()))
+	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: fixture\n    url: %s\n    protocol: legacy\n    max_response_bytes: 100000\n  - name: modern\n    url: %s\n    protocol: modern\n    timeout: 1s\n", fx.URL(), modern.URL()))
 	e.startProxyd()
 	e.waitServer("fixture", api.StateReady)
 	e.waitServer("modern", api.StateReady)
@@ -48,7 +48,10 @@ func TestActivityClassificationMatrix(t *testing.T) {
 		{"502 HTML", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "echo", Status: 502}, "echo", "text=x", nil, "http", "upstream", 502},
 		{"503 JSON", &mcpserver.Fault{Kind: mcpserver.FaultHTTPStatus, Tool: "echo", Status: 503, ContentType: "application/json", Body: `{"error":"maintenance"}`}, "echo", "text=x", nil, "http", "upstream", 503},
 		{"reset", &mcpserver.Fault{Kind: mcpserver.FaultReset, Tool: "echo"}, "echo", "text=x", nil, "network", "upstream", 0},
-		{"slower than the call timeout", &mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 3000}, "echo", "text=x", []string{"--timeout", "300ms"}, "timeout", "upstream", 0},
+		{"slower than the server's timeout", &mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 4000}, "echo", "text=x", []string{"@modern"}, "timeout", "upstream", 0},
+		// A deadline of the caller's own, shorter than the server's: the
+		// caller gave up, which says nothing of the server.
+		{"slower than the caller's --timeout", &mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 3000}, "echo", "text=x", []string{"--timeout", "300ms"}, "timeout", "client", 0},
 		{"malformed JSON", &mcpserver.Fault{Kind: mcpserver.FaultMalformedJSON, Tool: "echo"}, "echo", "text=x", nil, "jsonrpc", "upstream", 0},
 		{"larger than max_response_bytes", &mcpserver.Fault{Kind: mcpserver.FaultHuge, Tool: "echo", Bytes: 1 << 20}, "echo", "text=x", nil, "proxy_policy", "proxy", 0},
 		{"unknown tool", nil, "no_such_tool", "", nil, "proxy_policy", "client", 0},

@@ -1,12 +1,12 @@
 package proxyd
 
 import (
-	"context"
 	"net/http"
 	"strings"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
 )
 
@@ -29,17 +29,13 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	} else if c, ok := d.mgr.Get(req.Server); ok {
-		var cancel context.CancelFunc
+	serverTimeout := config.DefaultCallTimeout
+	if c, ok := d.mgr.Get(req.Server); ok {
 		cfg := c.Config()
-		ctx, cancel = context.WithTimeout(ctx, cfg.CallTimeout())
-		defer cancel()
+		serverTimeout = cfg.CallTimeout()
 	}
+	ctx, cancel := withCallerTimeout(r.Context(), timeout, serverTimeout)
+	defer cancel()
 	if req.CheckSchema {
 		ctx = withSchemaCheck(ctx)
 	}

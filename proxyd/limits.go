@@ -1,6 +1,7 @@
 package proxyd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/inbound"
 )
@@ -74,4 +76,18 @@ func requestTimeout(ms int64) (time.Duration, error) {
 		return 0, badRequest("timeout_ms must be between 0 (the default) and %d (24h), not %d", maxRequestTimeout.Milliseconds(), ms)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// withCallerTimeout bounds ctx by the timeout a control request asked for
+// (none: the server's own, serverTimeout). A deadline shorter than the
+// server's is the caller's: its cause says so, and a call it ends is
+// classified as the client's timeout, not the server's.
+func withCallerTimeout(ctx context.Context, requested, serverTimeout time.Duration) (context.Context, context.CancelFunc) {
+	switch {
+	case requested <= 0:
+		return context.WithTimeout(ctx, serverTimeout)
+	case requested < serverTimeout:
+		return context.WithTimeoutCause(ctx, requested, &callerr.CallerDeadline{After: requested, ServerTimeout: serverTimeout})
+	}
+	return context.WithTimeout(ctx, requested)
 }

@@ -125,10 +125,7 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 		cfg := conn.Config()
 		timeout = cfg.CallTimeout()
 	}
-	if req.TimeoutMS > 0 {
-		timeout = time.Duration(req.TimeoutMS) * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := withCallerTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond, timeout)
 	defer cancel()
 	// _meta members pass on as the client's own; the name is what the
 	// Mcp-Name header carries.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -111,6 +112,18 @@ func (e *AuthError) Error() string {
 
 func (e *AuthError) Unwrap() error { return e.Err }
 
+// CallerDeadline is the cause of a context whose deadline the caller set
+// (mcpx call --timeout) shorter than the server's own call timeout: when
+// it passes, the caller gave up before the server's time was up, which
+// says nothing of the server.
+type CallerDeadline struct {
+	After, ServerTimeout time.Duration
+}
+
+func (e *CallerDeadline) Error() string {
+	return fmt.Sprintf("the caller's deadline of %s passed (the server's call timeout is %s)", e.After, e.ServerTimeout)
+}
+
 // InternalError marks a failure inside proxyd itself, for example after a
 // good upstream response.
 type InternalError struct{ Err error }
@@ -126,6 +139,9 @@ type Input struct {
 	// CallerCtxErr is the downstream caller's context error when the call
 	// ended (nil if the caller was still waiting).
 	CallerCtxErr error
+	// CallerCause is context.Cause of the caller's context: a
+	// *CallerDeadline when the caller set a deadline of its own.
+	CallerCause error
 	// Transport is streamable-http, sse or stdio.
 	Transport string
 }
@@ -172,6 +188,7 @@ var rules = []rule{
 	recordedJSONRPC,
 	recordedHTTPStatus,
 	recordedInvalidJSON,
+	callerDeadline,
 	timedOut,
 	proxyCancelled,
 	networkFailure,
@@ -317,6 +334,18 @@ func recordedInvalidJSON(in Input) (Classification, bool) {
 		(errors.Is(in.Err, io.ErrUnexpectedEOF) || errors.Is(in.Err, io.EOF) || errors.As(in.Err, &syn)) {
 		return Classification{Class: ClassJSONRPC, Domain: DomainUpstream,
 			Reason: fmt.Sprintf("the upstream's HTTP %d response was not valid JSON-RPC (malformed JSON body)", in.Facts.HTTPStatus)}, true
+	}
+	return Classification{}, false
+}
+
+// callerDeadline: the caller's own deadline passed while the upstream had
+// time left by the server's timeout; the caller's choice, not a fault of
+// the server's.
+func callerDeadline(in Input) (Classification, bool) {
+	var cd *CallerDeadline
+	if errors.Is(in.CallerCtxErr, context.DeadlineExceeded) && errors.As(in.CallerCause, &cd) {
+		return Classification{Class: ClassTimeout, Domain: DomainClient,
+			Reason: fmt.Sprintf("the caller's deadline of %s passed before the upstream answered (the server's call timeout is %s)", cd.After, cd.ServerTimeout)}, true
 	}
 	return Classification{}, false
 }

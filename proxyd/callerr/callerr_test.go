@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -101,6 +102,12 @@ func TestClassify(t *testing.T) {
 			class: ClassTimeout, domain: DomainUpstream},
 		{name: "caller deadline", in: Input{Err: errors.New("gave up"), CallerCtxErr: context.DeadlineExceeded, Facts: sent},
 			class: ClassTimeout, domain: DomainUpstream},
+		{name: "caller's own deadline, shorter than the server's", in: Input{Err: wrapTransport(context.DeadlineExceeded), CallerCtxErr: context.DeadlineExceeded,
+			CallerCause: &CallerDeadline{After: time.Second, ServerTimeout: time.Minute}, Facts: sent},
+			class: ClassTimeout, domain: DomainClient},
+		{name: "caller's own deadline but a status recorded first", in: Input{Err: wrapTransport(errors.New("request failed with status 500")), CallerCtxErr: context.DeadlineExceeded,
+			CallerCause: &CallerDeadline{After: time.Second, ServerTimeout: time.Minute}, Facts: withStatus(500, "")},
+			class: ClassHTTP, domain: DomainUpstream, status: 500},
 		{name: "net timeout", in: Input{Err: wrapTransport(&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}), Facts: sent},
 			class: ClassTimeout, domain: DomainUpstream},
 		{name: "cancelled by proxyd", in: Input{Err: wrapTransport(context.Canceled), Facts: sent},

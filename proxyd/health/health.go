@@ -38,8 +38,12 @@ var excluded = map[string]bool{
 	callerr.ClassAuth:        true,
 }
 
-// Counted reports whether an outcome of class counts toward health.
-func Counted(class string) bool { return !excluded[class] }
+// Counted reports whether an outcome counts toward health: not an
+// excluded class, nor anything the client brought on itself (a deadline
+// of its own shorter than the server's, a wrong request).
+func Counted(c callerr.Classification) bool {
+	return !excluded[c.Class] && c.Domain != callerr.DomainClient
+}
 
 type bucket struct {
 	idx    int64 // which BucketWidth slot of time this holds
@@ -70,7 +74,7 @@ func slot(t time.Time) int64 { return t.UnixNano() / int64(BucketWidth) }
 // Observe counts one finished call: a success when c.Class is empty, a
 // failure otherwise, nothing for excluded classes.
 func (t *Tracker) Observe(server string, c callerr.Classification) {
-	if !Counted(c.Class) {
+	if !Counted(c) {
 		return
 	}
 	idx := slot(t.now())

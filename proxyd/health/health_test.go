@@ -64,28 +64,30 @@ func TestThresholds(t *testing.T) {
 
 func TestExcludedOutcomes(t *testing.T) {
 	tests := []struct {
-		class   string
-		counted bool
+		class, domain string
+		counted       bool
 	}{
-		{callerr.ClassToolError, false},
-		{callerr.ClassProxyPolicy, false},
-		{callerr.ClassCancelled, false},
-		{callerr.ClassAuth, false},
-		{"", true},
-		{callerr.ClassNetwork, true},
-		{callerr.ClassTimeout, true},
-		{callerr.ClassHTTP, true},
-		{callerr.ClassJSONRPC, true},
-		{callerr.ClassSessionTerminated, true},
-		{callerr.ClassProxyInternal, true},
+		{callerr.ClassToolError, "", false},
+		{callerr.ClassProxyPolicy, "", false},
+		{callerr.ClassCancelled, "", false},
+		{callerr.ClassAuth, "", false},
+		{"", "", true},
+		{callerr.ClassNetwork, "", true},
+		{callerr.ClassTimeout, "", true},
+		{callerr.ClassTimeout, callerr.DomainUpstream, true},
+		{callerr.ClassTimeout, callerr.DomainClient, false}, // the caller's own deadline
+		{callerr.ClassHTTP, "", true},
+		{callerr.ClassJSONRPC, "", true},
+		{callerr.ClassSessionTerminated, "", true},
+		{callerr.ClassProxyInternal, "", true},
 	}
 	for _, tt := range tests {
 		tr := NewTracker(newClock().now)
 		for range 10 {
-			tr.Observe("docs", callerr.Classification{Class: tt.class})
+			tr.Observe("docs", callerr.Classification{Class: tt.class, Domain: tt.domain})
 		}
 		if got := tr.Snapshot("docs").Calls; (got == 10) != tt.counted {
-			t.Errorf("class %q: %d calls counted, counted=%v", tt.class, got, tt.counted)
+			t.Errorf("class %q domain %q: %d calls counted, counted=%v", tt.class, tt.domain, got, tt.counted)
 		}
 	}
 }
