@@ -3,12 +3,14 @@ package commands
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -21,7 +23,9 @@ var statusCommand = &cli.Command{
 	Description: `Shows the daemon (version, uptime, socket, MCP endpoint) and, per server,
 its state (connecting, ready, degraded, error, disabled), protocol era,
 tool count and the cause of its last error. When proxyd is not running it
-says so, lists the configured servers, and exits 3.
+says so, lists the configured servers, and exits 3; with -o json or yaml
+it still prints a status, "running": false and each configured server in
+state unknown, so a script reads a document rather than nothing.
 
 With SERVER (or as 'mcpx describe SERVER'), shows that server in full:
 state and since when, the whole last error (a stdio server's last stderr
@@ -48,7 +52,7 @@ func runStatus(c *cli.Context) error {
 	st, err := newClient(c).Status(c.Context)
 	if err != nil {
 		if api.IsNotRunning(err) {
-			printConfiguredServers(c)
+			return statusNotRunning(c, err)
 		}
 		return daemonErr(err)
 	}
@@ -113,21 +117,42 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 	return t.Render()
 }
 
-// printConfiguredServers says what is known locally when proxyd is down.
-func printConfiguredServers(c *cli.Context) {
-	cfg, err := config.Load(configPath(c))
+// statusNotRunning says what is known locally when proxyd is down, and
+// exits 3. A table names the configured servers on stderr; JSON and YAML
+// print a status with "running": false and the configured servers (state
+// unknown) on stdout, so a script reading it gets a document rather than
+// nothing.
+func statusNotRunning(c *cli.Context, down error) error {
+	st := api.Status{Socket: socketPath(c), ConfigPath: configPath(c), Servers: []api.ServerStatus{}}
+	cfg, err := config.Load(st.ConfigPath)
 	if err != nil {
-		errorf(c, "config %s: %v\n", configPath(c), err)
-		return
+		errorf(c, "config %s: %v\n", st.ConfigPath, err)
+		st.ConfigError = redact.Control(err.Error())
+	} else {
+		st.Servers = proxyd.ConfiguredServers(cfg)
 	}
-	if len(cfg.Servers) == 0 {
-		return
+	if f, _ := format(c); f == "table" {
+		if len(st.Servers) > 0 {
+			names := make([]string, 0, len(st.Servers))
+			for _, s := range st.Servers {
+				names = append(names, s.Name)
+			}
+			errorf(c, "configured servers (not connected): %s\n", strings.Join(names, ", "))
+		}
+		return daemonErr(down)
 	}
-	names := make([]string, 0, len(cfg.Servers))
-	for _, s := range cfg.Servers {
-		names = append(names, s.Name)
+	var doc any = st
+	if name := c.Args().First(); name != "" {
+		i := slices.IndexFunc(st.Servers, func(s api.ServerStatus) bool { return s.Name == name })
+		if i < 0 {
+			return daemonErr(down) // nothing to print of a server not configured
+		}
+		doc = st.Servers[i]
 	}
-	errorf(c, "configured servers (not connected): %s\n", strings.Join(names, ", "))
+	if err := render(c, doc, nil); err != nil {
+		return err
+	}
+	return daemonErr(down)
 }
 
 func humanDuration(d time.Duration) string {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,6 +74,25 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"auth", "status"}, want: 3},
 	})
 
+	// Without proxyd, status -o json still prints a document for a script:
+	// "running": false and the configured servers, state unknown.
+	r := down.run("status", "-o", "json")
+	var offline api.Status
+	if err := json.Unmarshal([]byte(r.stdout), &offline); r.code != 3 || err != nil {
+		t.Fatalf("status -o json without proxyd: exit %d, %v\n%s", r.code, err, r)
+	}
+	if offline.Running || len(offline.Servers) != 2 || offline.Servers[0].Name != "fixture" || offline.Servers[1].State != api.StateUnknown || offline.Socket == "" {
+		t.Errorf("status -o json without proxyd: %+v", offline)
+	}
+	if !strings.Contains(r.stderr, "mcpx up") {
+		t.Errorf("status -o json without proxyd: stderr lacks the fix\n%s", r)
+	}
+	r = down.run("status", "broken", "-o", "json")
+	var one api.ServerStatus
+	if err := json.Unmarshal([]byte(r.stdout), &one); r.code != 3 || err != nil || one.Name != "broken" || one.State != api.StateUnknown {
+		t.Errorf("status broken -o json without proxyd: exit %d, %v, %+v\n%s", r.code, err, one, r)
+	}
+
 	// An invalid config file.
 	bad := newEnv(t)
 	bad.writeConfig("servers:\n  - name: x\n    urll: https://example.test/mcp\n")
@@ -95,6 +115,11 @@ func TestExitCodeTable(t *testing.T) {
 	argsFile := filepath.Join(e.dir, "args.json")
 	if err := os.WriteFile(argsFile, []byte(`{"a": 40, "b": 2}`), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	var running api.Status
+	e.runJSON(0, &running, "status")
+	if !running.Running {
+		t.Errorf("status -o json of a running proxyd lacks running: true: %+v", running)
 	}
 	runExitCases(t, e, "success", []exitCase{
 		{args: []string{"call", "fixture", "add", "@" + argsFile}, want: 0},

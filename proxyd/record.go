@@ -135,14 +135,28 @@ func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus,
 	}
 	clock = now
 	out := []api.ServerStatus{}
-	for _, s := range r.cfg.Servers {
-		if server != "" && s.Name != server {
+	for _, st := range ConfiguredServers(r.cfg) {
+		if server != "" && st.Name != server {
 			continue
 		}
-		h := tr.Snapshot(s.Name)
+		h := tr.Snapshot(st.Name)
+		st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
+		out = append(out, st)
+	}
+	if server != "" && len(out) == 0 {
+		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf("no server named %q in the config", server)}
+	}
+	return out, nil
+}
+
+// ConfiguredServers are the config's servers as a status reports them
+// while proxyd is not running: state unknown (or disabled), no
+// connection's fields.
+func ConfiguredServers(cfg *config.Config) []api.ServerStatus {
+	out := []api.ServerStatus{}
+	for _, s := range cfg.Servers {
 		st := api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(),
-			State: api.StateUnknown, Summary: "proxyd is not running",
-			Health: &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}}
+			State: api.StateUnknown, Summary: "proxyd is not running"}
 		if s.URL != "" {
 			st.Target = redact.URL(s.URL)
 		}
@@ -151,10 +165,7 @@ func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus,
 		}
 		out = append(out, st)
 	}
-	if server != "" && len(out) == 0 {
-		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf("no server named %q in the config", server)}
-	}
-	return out, nil
+	return out
 }
 
 // AuthStatus is GET /v1/auth/status from the stored grants.

@@ -19,6 +19,7 @@ import (
 func (d *Daemon) status(ctx context.Context) api.Status {
 	d.awaitListed(ctx)
 	s := api.Status{
+		Running:       true,
 		Version:       d.opts.Version,
 		PID:           os.Getpid(),
 		StartedAt:     d.started,

@@ -18,6 +18,9 @@ const (
 
 // Status is GET /v1/status.
 type Status struct {
+	// Running is false only in what mcpx prints from the config while
+	// proxyd is not running (status -o json): no daemon fields then.
+	Running       bool      `json:"running"`
 	Version       string    `json:"version"`
 	PID           int       `json:"pid"`
 	StartedAt     time.Time `json:"started_at"`
