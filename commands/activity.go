@@ -394,8 +394,12 @@ func runActivityExport(c *cli.Context) error {
 			_, err := fmt.Fprintln(w, strings.Join(activityRow(r), "  "))
 			return err
 		}
+		httpStatus := "" // none recorded: empty, as JSON leaves it out
+		if r.UpstreamHTTPStatus != 0 {
+			httpStatus = strconv.Itoa(r.UpstreamHTTPStatus)
+		}
 		fields := []string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), r.Server, r.Tool, r.Status,
-			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, strconv.Itoa(r.UpstreamHTTPStatus),
+			strconv.FormatFloat(r.DurationMS, 'f', 3, 64), r.ErrorClass, r.FaultDomain, httpStatus,
 			r.RequestID, r.Client, r.ProtocolEra, strconv.FormatBool(r.Reinit), strconv.FormatBool(r.Retried),
 			strconv.FormatBool(r.TokenRefresh), r.Reason, r.Error, r.Replica, r.Method}
 		for i := range fields {

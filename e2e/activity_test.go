@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	gocsv "encoding/csv"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,6 +145,20 @@ func TestActivityClassificationMatrix(t *testing.T) {
 	csv := e.mustRun("activity", "export", "--format", "csv")
 	if lines := strings.Count(csv.stdout, ",cli,"); lines != len(rows) {
 		t.Errorf("csv export has %d records, want %d:\n%s", lines, len(rows), csv.stdout)
+	}
+	// upstream_http_status is empty where none was recorded, as JSON
+	// leaves it out, never a status 0.
+	recs, err := gocsv.NewReader(strings.NewReader(csv.stdout)).ReadAll()
+	if err != nil || len(recs) != len(rows)+1 {
+		t.Fatalf("csv export: %v, %d lines", err, len(recs))
+	}
+	col := slices.Index(recs[0], "upstream_http_status")
+	statuses := map[string]int{}
+	for _, rec := range recs[1:] {
+		statuses[rec[col]]++
+	}
+	if statuses["0"] != 0 || statuses[""] == 0 || statuses["502"] != 1 {
+		t.Errorf("csv upstream_http_status values: %v", statuses)
 	}
 	var sum []activity.SummaryRow
 	e.runJSON(0, &sum, "activity", "summary", "--by", "error_class")
