@@ -45,7 +45,7 @@ func fitCause(s string, max int) string {
 		cut = next
 	}
 	if cut == "" {
-		return last[:max-len("…")] + "…"
+		return cutAt(last, max-len("…")) + "…"
 	}
 	return cut + "…"
 }

@@ -35,12 +35,13 @@ var globalFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "no-color", Usage: "never colour output (also NO_COLOR=1)"},
 }
 
-// outputFlag is -o table|json|yaml.
+// outputFlag is -o table|tsv|json|yaml.
 var outputFlag = &cli.StringFlag{
-	Name:    "output",
-	Aliases: []string{"o"},
-	Usage:   "output `FORMAT`: table, json or yaml",
-	Value:   "table",
+	Name:        "output",
+	Aliases:     []string{"o"},
+	Usage:       "output `FORMAT`: table (aligned), tsv, json or yaml",
+	Value:       "table",
+	DefaultText: "table on a terminal, tsv otherwise",
 }
 
 // stateDir resolves --state-dir.
@@ -114,17 +115,42 @@ func daemonErr(err error) error {
 func format(c *cli.Context) (string, error) {
 	f := strings.ToLower(c.String("output"))
 	switch f {
-	case "", "table":
-		return "table", nil
+	case "", "table", "tsv":
+		return "table", nil // the human form; tableStyle says how its tables look
 	case "json", "yaml":
 		return f, nil
 	}
-	return "", exitErr(ExitUsage, fmt.Errorf("unknown output format %q: use table, json or yaml", c.String("output")))
+	return "", exitErr(ExitUsage, fmt.Errorf("unknown output format %q: use table, tsv, json or yaml", c.String("output")))
 }
 
+// tsvOutput says whether tables come out as tab-separated values: asked
+// for with -o tsv, or the default off a terminal (a pipe, a file, CI),
+// where whole cells split on tabs serve a program better than columns
+// padded for the eye. -o table keeps them aligned anywhere.
+func tsvOutput(c *cli.Context) bool {
+	switch strings.ToLower(c.String("output")) {
+	case "tsv":
+		return true
+	case "table":
+		if c.IsSet("output") {
+			return false
+		}
+	}
+	return !isTTY(c.App.Writer)
+}
+
+// tsvWriter marks the writer a table callback gets when its tables are
+// to be TSV (see newTable).
+type tsvWriter struct{ io.Writer }
+
 // render prints v as JSON or YAML (the API's own structs, so all formats
-// carry the same fields), or calls table for the human form.
+// carry the same fields), or calls table for the human form, its tables
+// TSV where tsvOutput says so.
 func render(c *cli.Context, v any, table func(w io.Writer) error) error {
+	return renderTables(c, v, table, tsvOutput(c))
+}
+
+func renderTables(c *cli.Context, v any, table func(w io.Writer) error, tsv bool) error {
 	f, err := format(c)
 	if err != nil {
 		return err
@@ -151,6 +177,9 @@ func render(c *cli.Context, v any, table func(w io.Writer) error) error {
 		_, err = w.Write(b)
 		return err
 	}
+	if tsv {
+		w = tsvWriter{w}
+	}
 	return table(w)
 }
 
@@ -164,9 +193,15 @@ func toYAML(v any) ([]byte, error) {
 }
 
 // newTable returns a borderless table with an upper-case header, the
-// kubectl style that reads in a terminal and splits on whitespace in CI.
+// kubectl style that reads in a terminal; written to a tsvWriter, the
+// same header and rows as tab-separated values, cells whole.
 func newTable(w io.Writer, headers ...string) *table {
 	tb := &table{w: w}
+	if _, ok := w.(tsvWriter); ok {
+		tb.tsv = true
+		tb.rows = [][]string{tsvRow(headers)}
+		return tb
+	}
 	t := tablewriter.NewTable(&tb.buf,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders: tw.BorderNone,
@@ -207,6 +242,34 @@ type table struct {
 	// rowColors colour whole rendered rows (never cells: tablewriter would
 	// count the escape codes as width).
 	rowColors []string
+	// tsv: rows are kept and written as tab-separated values, uncoloured.
+	tsv  bool
+	rows [][]string
+}
+
+// tsvRow makes cells fit TSV: a tab or a line break inside a cell would
+// split it, so each becomes a space.
+func tsvRow(cells []string) []string {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = strings.Map(func(r rune) rune {
+			if r == '\t' || r == '\n' || r == '\r' {
+				return ' '
+			}
+			return r
+		}, c)
+	}
+	return out
+}
+
+// Fit shortens s for a cell to at most max bytes with cut (oneLine, or
+// fitCause for an error chain) on a terminal; a TSV cell is never cut,
+// only made one line.
+func (t *table) Fit(s string, max int, cut func(string, int) string) string {
+	if t.tsv {
+		max = len(s) + 1
+	}
+	return cut(s, max)
 }
 
 // ColorRows sets an ANSI colour code per appended row ("" for none).
@@ -218,6 +281,10 @@ func (t *table) Append(row []string) error {
 	for i, c := range row {
 		cells[i] = shown(c)
 	}
+	if t.tsv {
+		t.rows = append(t.rows, tsvRow(cells))
+		return nil
+	}
 	return t.t.Append(cells)
 }
 
@@ -228,6 +295,14 @@ func shown(s string) string { return redact.Control(s) }
 
 // Render writes the table.
 func (t *table) Render() error {
+	if t.tsv {
+		for _, r := range t.rows {
+			if _, err := io.WriteString(t.w, strings.Join(r, "\t")+"\n"); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if err := t.t.Render(); err != nil {
 		return err
 	}

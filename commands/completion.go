@@ -127,8 +127,8 @@ func completeCall(c *cli.Context) {
 // flagValues are the values completed after a flag that takes one of a
 // few.
 var flagValues = map[string][]string{
-	"output":       {"table", "json", "yaml"},
-	"o":            {"table", "json", "yaml"},
+	"output":       {"table", "tsv", "json", "yaml"},
+	"o":            {"table", "tsv", "json", "yaml"},
 	"fault-domain": callerr.Domains,
 	"error-class":  callerr.Classes,
 	"transport":    {"streamable-http", "sse", "stdio"},

@@ -73,7 +73,7 @@ func runHealth(c *cli.Context) error {
 			if s.State != api.StateReady && s.State != api.StateDegraded && s.LastError != "" {
 				summary = s.LastError
 			}
-			row := []string{s.Name, string(s.State), fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), fitCause(summary, 70)}
+			row := []string{s.Name, string(s.State), fmt.Sprint(h.Calls), fmt.Sprint(h.Failed), dash(h.DominantClass), t.Fit(summary, 70, fitCause)}
 			if several {
 				row = append([]string{s.Replica}, row...)
 			}

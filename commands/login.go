@@ -298,7 +298,7 @@ func runAuthStatus(c *cli.Context) error {
 			if s.IdentitySource != "" {
 				grant += " (" + s.IdentitySource + ")"
 			}
-			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), grant, dash(s.Binding), dash(s.Issuer), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, fitCause(note, 60)})
+			_ = t.Append([]string{s.Server, yesNo(s.SignedIn), grant, dash(s.Binding), dash(s.Issuer), expires, yesNo(s.RefreshToken), dash(strings.Join(s.Scopes, " ")), last, next, t.Fit(note, 60, fitCause)})
 		}
 		return t.Render()
 	})

@@ -53,7 +53,7 @@ func runPrompts(c *cli.Context) error {
 					args = append(args, a.Name)
 				}
 			}
-			_ = t.Append([]string{p.Exposed, p.Server, dash(strings.Join(args, " ")), oneLine(p.Description, 60)})
+			_ = t.Append([]string{p.Exposed, p.Server, dash(strings.Join(args, " ")), t.Fit(p.Description, 60, oneLine)})
 		}
 		return t.Render()
 	})

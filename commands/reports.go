@@ -21,7 +21,7 @@ var commandStarted = time.Now()
 var reportOutputFlag = &cli.StringFlag{
 	Name:    "output",
 	Aliases: []string{"o"},
-	Usage:   "output `FORMAT`: table, json, yaml, sarif (SARIF 2.1.0) or junit (JUnit XML)",
+	Usage:   "output `FORMAT`: table, tsv, json, yaml, sarif (SARIF 2.1.0) or junit (JUnit XML)",
 	Value:   "table",
 }
 
@@ -34,7 +34,7 @@ func reportFormat(c *cli.Context) (string, error) {
 	}
 	f, err := format(c)
 	if err != nil {
-		return "", usageErr("unknown output format %q: use table, json, yaml, sarif or junit", c.String("output"))
+		return "", usageErr("unknown output format %q: use table, tsv, json, yaml, sarif or junit", c.String("output"))
 	}
 	return f, nil
 }
@@ -64,7 +64,9 @@ func renderReport(c *cli.Context, v any, table func(w io.Writer) error, run func
 	case "junit":
 		err = report.WriteJUnit(c.App.Writer, r)
 	default:
-		err = render(c, v, table)
+		// A report is read by people, in a terminal or a CI log: its
+		// tables stay aligned unless -o tsv asks otherwise.
+		err = renderTables(c, v, table, strings.EqualFold(c.String("output"), "tsv"))
 	}
 	if err != nil || !report.InGitHubActions() {
 		return err

@@ -49,7 +49,7 @@ func runResources(c *cli.Context) error {
 			if r.Size > 0 {
 				size = byteSize(r.Size)
 			}
-			_ = t.Append([]string{r.Server, oneLine(uri, 70), oneLine(firstNonEmpty(r.Title, r.Name), 40), dash(r.MimeType), size})
+			_ = t.Append([]string{r.Server, t.Fit(uri, 70, oneLine), t.Fit(firstNonEmpty(r.Title, r.Name), 40, oneLine), dash(r.MimeType), size})
 		}
 		return t.Render()
 	})

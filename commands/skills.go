@@ -108,7 +108,7 @@ func runSkills(c *cli.Context) error {
 			t := newTable(w, "SKILL", "DESCRIPTION", "URI", "FILES")
 			for _, s := range list.Skills {
 				desc, _ := s.Frontmatter["description"].(string)
-				_ = t.Append([]string{redact.Control(s.name()), oneLine(redact.Control(desc), 60), redact.Control(s.URI), fmt.Sprint(len(s.Resources))})
+				_ = t.Append([]string{redact.Control(s.name()), t.Fit(redact.Control(desc), 60, oneLine), redact.Control(s.URI), fmt.Sprint(len(s.Resources))})
 			}
 			return t.Render()
 		})

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -94,7 +95,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 	for _, s := range servers {
 		detail := s.Summary
 		if detail == "" && s.LastError != "" {
-			detail = fitCause(s.LastError, 60)
+			detail = t.Fit(s.LastError, 60, fitCause)
 			if s.NextRetry != nil {
 				detail += fmt.Sprintf(" (retry in %s)", humanDuration(time.Until(*s.NextRetry)))
 			}
@@ -176,7 +177,15 @@ func humanDuration(d time.Duration) string {
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(redact.Control(s)), " ")
 	if len(s) > max {
-		s = s[:max-1] + "…"
+		s = cutAt(s, max-1) + "…"
 	}
 	return s
+}
+
+// cutAt is s cut to at most n bytes, never inside a character.
+func cutAt(s string, n int) string {
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -106,9 +106,9 @@ func toolsTable(w io.Writer, tools []api.Tool) error {
 		case tl.Destructive:
 			kind = "destructive"
 		}
-		desc := oneLine(tl.Description, 70)
+		desc := t.Fit(tl.Description, 70, oneLine)
 		if tl.LeftOut != "" {
-			kind, desc = "left out", oneLine(tl.LeftOut, 70)
+			kind, desc = "left out", t.Fit(tl.LeftOut, 70, oneLine)
 		}
 		_ = t.Append([]string{tl.Exposed, tl.Server, kind, desc})
 	}

@@ -121,6 +121,14 @@ func TestExitCodeTable(t *testing.T) {
 	if !running.Running {
 		t.Errorf("status -o json of a running proxyd lacks running: true: %+v", running)
 	}
+	// Off a terminal a table is TSV, cells whole; -o table aligns it.
+	tsv := strings.Split(e.mustRun("tools", "fixture").stdout, "\n")
+	if tsv[0] != "TOOL\tSERVER\tKIND\tDESCRIPTION" || strings.Count(tsv[1], "\t") != 3 {
+		t.Errorf("tools piped: not TSV:\n%s", strings.Join(tsv, "\n"))
+	}
+	if aligned := e.mustRun("tools", "fixture", "-o", "table").stdout; strings.Contains(aligned, "\t") || !strings.HasPrefix(aligned, "TOOL   ") {
+		t.Errorf("tools -o table: not aligned:\n%s", aligned)
+	}
 	runExitCases(t, e, "success", []exitCase{
 		{args: []string{"call", "fixture", "add", "@" + argsFile}, want: 0},
 		{args: []string{"status"}, want: 0},
