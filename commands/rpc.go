@@ -78,7 +78,17 @@ func sendRPC(c *cli.Context, req api.RPCRequest) (*api.RPCResponse, error) {
 // response) and turns a failure into its exit code, as mcpx call does.
 func rpcOutcome(c *cli.Context, res *api.RPCResponse, table func(w io.Writer) error) error {
 	if res.Error == nil {
-		return render(c, res, table)
+		if err := render(c, res, table); err != nil {
+			return err
+		}
+		if res.Method == "tools/call" && toolReportedError(res.Result) {
+			// As for mcpx call: the tool's own error fails the command.
+			if f, _ := format(c); f == "table" {
+				errorf(c, "the tool reported an error (isError: true); error_class=tool_error fault_domain=upstream\n")
+			}
+			return silentExit(ExitCallFailed)
+		}
+		return nil
 	}
 	if err := render(c, res, func(io.Writer) error { return nil }); err != nil {
 		return err
@@ -100,4 +110,13 @@ func decodeResult(res *api.RPCResponse, v any) error {
 		return fmt.Errorf("%s: the server's result is not what MCP says: %v", res.Method, err)
 	}
 	return nil
+}
+
+// toolReportedError says whether a tools/call result is the tool's own
+// error (isError: true).
+func toolReportedError(result json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.IsError
 }

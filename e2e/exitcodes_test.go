@@ -164,6 +164,7 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"read", "nope", "file:///x"}, want: 8},
 		{args: []string{"prompt", "nope", "p"}, want: 8},
 		{args: []string{"rpc", "nope", "ping"}, want: 8},
+		{args: []string{"rpc", "fixture", "tools/call", `{"name":"ech"}`}, want: 8, stderr: `did you mean "echo"?`},
 		{args: []string{"auth", "status", "nope"}, want: 8},
 	})
 
@@ -205,6 +206,10 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"call", "broken", "echo", "text=x"}, want: 4},
 		{args: []string{"rpc", "broken", "ping"}, want: 4},
 		{args: []string{"read", "broken", "file:///x"}, want: 4},
+		// The tool's own error fails the command, as it does 'call'.
+		{args: []string{"call", "fixture", "fail"}, want: 4, stderr: "isError: true"},
+		{args: []string{"rpc", "fixture", "tools/call", `{"name":"fail"}`}, want: 4, stderr: "isError: true"},
+		{args: []string{"rpc", "fixture", "tools/call", `{"name":"fail"}`, "-o", "json"}, want: 4},
 	})
 	runExitCases(t, e, "any other error", []exitCase{
 		// Nothing answers at the server's URL: the sign-in cannot start.

@@ -163,6 +163,13 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 		if req.Method == string(mcp.MethodPromptsGet) && errors.As(out.Err, &rpcErr) && !promptKnown(conn, name) {
 			resp.Error.NotFound = "prompt"
 		}
+		if req.Method == string(mcp.MethodToolsCall) && adhoc == nil {
+			// As for mcpx call: a tool that does not exist is named so.
+			if missing, hint := d.callTarget(req.Server, name, name); missing != "" {
+				resp.Error.NotFound = missing
+				resp.Error.Message += hint
+			}
+		}
 	}
 	return writeJSON(w, resp)
 }
