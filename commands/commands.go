@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/goccy/go-yaml"
@@ -60,9 +61,13 @@ func socketPath(c *cli.Context) string {
 	return api.DefaultSocket(stateDir(c))
 }
 
-// configPath resolves --config.
+// configPath resolves --config, made absolute: proxyd keeps it, and the
+// commands compare it with the file a running proxyd reads.
 func configPath(c *cli.Context) string {
 	if p := c.String("config"); p != "" {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
 		return p
 	}
 	return config.DefaultPath()

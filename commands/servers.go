@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -82,6 +83,7 @@ func runServersList(c *cli.Context) error {
 	}
 	st, err := newClient(c).Status(c.Context)
 	if err == nil {
+		warnOtherConfig(c, st)
 		if st.ConfigError != "" {
 			// The list is the running configuration's, not the file's
 			// as it now reads: say why they differ.
@@ -196,15 +198,25 @@ func runServersRemove(c *cli.Context) error {
 	return tellDaemon(c)
 }
 
-// tellDaemon reloads a running proxyd; a stopped one reads the file at start.
+// tellDaemon reloads a running proxyd; a stopped one reads the file at
+// start. A proxyd that reads another file would reload that one, to no
+// effect: the change is not served, which is an error.
 func tellDaemon(c *cli.Context) error {
-	res, err := newClient(c).Reload(c.Context)
+	cl := newClient(c)
+	st, err := cl.Status(c.Context)
 	if api.IsNotRunning(err) {
 		fmt.Fprintln(c.App.Writer, "proxyd is not running; the change applies when it starts ('mcpx up')")
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if other, ok := otherConfig(c, st); ok {
+		return fmt.Errorf("the change is in %s, but the running proxyd (pid %d) reads %s: not served; to serve this file: mcpx down && mcpx --config %s up", configPath(c), st.PID, other, configPath(c))
+	}
+	res, err := cl.Reload(c.Context)
+	if err != nil {
+		return daemonErr(err)
 	}
 	fmt.Fprintf(c.App.Writer, "proxyd reloaded: added [%s], removed [%s], changed [%s]\n",
 		strings.Join(res.Added, ", "), strings.Join(res.Removed, ", "), strings.Join(res.Changed, ", "))
@@ -250,4 +262,35 @@ func configuredNames(path string) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// otherConfig is the config file the running proxyd reads when it is not
+// the one this command names (--config, $MCPX_CONFIG or the default).
+func otherConfig(c *cli.Context, st *api.Status) (string, bool) {
+	if st.ConfigPath == "" {
+		return "", false
+	}
+	return st.ConfigPath, !samePath(st.ConfigPath, configPath(c))
+}
+
+// warnOtherConfig says so on stderr when what a command shows is the
+// running proxyd's configuration from another file than the one it names.
+func warnOtherConfig(c *cli.Context, st *api.Status) {
+	if other, ok := otherConfig(c, st); ok {
+		errorf(c, "warning: the running proxyd (pid %d) reads %s, not %s; shown is what it serves\n", st.PID, other, configPath(c))
+	}
+}
+
+// samePath says whether two paths name one file (or, neither existing,
+// the same place).
+func samePath(a, b string) bool {
+	if ia, err := os.Stat(a); err == nil {
+		if ib, err := os.Stat(b); err == nil {
+			return os.SameFile(ia, ib)
+		}
+		return false
+	}
+	aa, _ := filepath.Abs(a)
+	ab, _ := filepath.Abs(b)
+	return aa == ab
 }

@@ -57,6 +57,9 @@ func runStatus(c *cli.Context) error {
 		}
 		return daemonErr(err)
 	}
+	if c.IsSet("config") {
+		warnOtherConfig(c, st)
+	}
 	if name := c.Args().First(); name != "" {
 		return describeServer(c, st, name)
 	}

@@ -177,6 +177,19 @@ func TestServersAddRemoveAndBadEdit(t *testing.T) {
 	if r := e.run("servers", "remove", "nosuch"); r.code == 0 || !strings.Contains(r.stderr, "nosuch") {
 		t.Errorf("removing an unknown server: want a non-zero exit naming it:\n%s", r)
 	}
+	// Another file than the one proxyd reads: written, but not served,
+	// and the command says so rather than report a reload.
+	other := filepath.Join(e.dir, "other.yaml")
+	r = e.run("servers", "add", "third", two.URL(), "--config", other)
+	if r.code != 1 || !strings.Contains(r.stderr, "not served") || !strings.Contains(r.stderr, e.Config) || strings.Contains(r.stdout, "reloaded") {
+		t.Errorf("servers add to another config: want exit 1 naming the file proxyd reads:\n%s", r)
+	}
+	if b, err := os.ReadFile(other); err != nil || !strings.Contains(string(b), "third") {
+		t.Errorf("servers add to another config: not written (%v): %s", err, b)
+	}
+	if r := e.run("servers", "--config", other); r.code != 0 || !strings.Contains(r.stderr, "reads "+e.Config) {
+		t.Errorf("servers with another config: want a warning:\n%s", r)
+	}
 	e.mustRun("servers", "remove", "second")
 	e.waitFor("server second to disappear", func() (bool, string) {
 		names := serverNames(e.status().Servers)
