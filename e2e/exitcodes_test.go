@@ -243,6 +243,22 @@ func TestExitCodeTable(t *testing.T) {
 	runExitCases(t, e, "7 of 7 calls failed", []exitCase{
 		{args: []string{"health", "fixture"}, want: 9, stderr: "fixture is degraded"},
 	})
+	// A restart keeps the window: the new proxyd counts the calls of the
+	// last minutes from the activity log, as the record read while it
+	// was down does.
+	var before []api.ServerStatus
+	e.runJSON(9, &before, "health", "fixture")
+	e.mustRun("down")
+	var stopped []api.ServerStatus
+	e.runJSON(3, &stopped, "health", "fixture")
+	e.startProxyd()
+	e.waitServer("fixture", api.StateDegraded)
+	var after []api.ServerStatus
+	e.runJSON(9, &after, "health", "fixture")
+	if len(before) != 1 || len(stopped) != 1 || len(after) != 1 || before[0].Health == nil || stopped[0].Health == nil || after[0].Health == nil ||
+		*after[0].Health != *before[0].Health || *stopped[0].Health != *before[0].Health {
+		t.Errorf("health across a restart: before %+v, stopped %+v, after %+v", before, stopped, after)
+	}
 	// A timeout names the flag that set it.
 	if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 3000, Count: 1}); err != nil {
 		t.Fatal(err)

@@ -157,6 +157,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.replicas = replica.New(d.db, opts.Replica)
 	d.activity = activity.NewStore(d.db, activity.Options{MaxAge: time.Duration(cfg.Activity.MaxAge), MaxRows: cfg.Activity.MaxRows, Replica: opts.Replica, Durability: cfg.Activity.Durability})
 	d.health = health.NewTracker(time.Now)
+	d.replayHealth(ctx, opts.Replica)
 	d.metrics = newMetrics()
 	if d.tel, err = telemetry.Setup(ctx, telemetry.Options{ServiceVersion: opts.Version, Replica: opts.Replica, Gatherer: d.metrics.reg}); err != nil {
 		_ = d.activity.Close()
@@ -457,4 +458,20 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// replayHealthFor bounds the replay of the health window at start: a
+// busy log holds many records, and a start must not wait long for them.
+const replayHealthFor = 3 * time.Second
+
+// replayHealth fills the health window from this replica's records of
+// its last minutes, so a restart does not forget the calls just made
+// (and a failing server stays degraded). A replay cut short by its bound
+// leaves the window partly counted, and says so.
+func (d *Daemon) replayHealth(ctx context.Context, replica string) {
+	ctx, cancel := context.WithTimeout(ctx, replayHealthFor)
+	defer cancel()
+	if err := replayHealth(ctx, d.activity, d.health, time.Now(), replica); err != nil {
+		d.log.Warn("the health window was not replayed in full from the activity log", "err", err)
+	}
 }

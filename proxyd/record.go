@@ -119,21 +119,10 @@ func (r *Record) ActivitySummary(ctx context.Context, q api.ActivityQuery, by st
 // Health is each configured server's call health over the last window,
 // replayed from the activity log; the state is unknown without the daemon.
 func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus, error) {
-	var clock time.Time
-	tr := health.NewTracker(func() time.Time { return clock })
-	now := time.Now()
-	err := r.act.Export(ctx, activity.Filter{Since: now.Add(-health.Window)}, func(rec api.ActivityRecord) error {
-		if rec.Method != "" {
-			return nil // not a tool call: not in the window (see Daemon.relayRecorded)
-		}
-		clock = rec.Time
-		tr.Observe(rec.Server, callerr.Classification{Class: rec.ErrorClass, Domain: rec.FaultDomain})
-		return nil
-	})
-	if err != nil {
+	tr := health.NewTracker(nil)
+	if err := replayHealth(ctx, r.act, tr, time.Now()); err != nil {
 		return nil, err
 	}
-	clock = now
 	out := []api.ServerStatus{}
 	for _, st := range ConfiguredServers(r.cfg) {
 		if server != "" && st.Name != server {
@@ -147,6 +136,21 @@ func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus,
 		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf("no server named %q in the config", server)}
 	}
 	return out, nil
+}
+
+// replayHealth counts into tr the tool calls of the health window ending
+// at until that the activity log holds (of these replicas only, when
+// named), as a running proxyd counted them: the record read while proxyd
+// is down, and a proxyd starting again, give the window the same answer.
+func replayHealth(ctx context.Context, act *activity.Store, tr *health.Tracker, until time.Time, replicas ...string) error {
+	f := activity.Filter{Since: until.Add(-health.Window), Until: until, Replicas: replicas}
+	return act.Export(ctx, f, func(rec api.ActivityRecord) error {
+		if rec.Method != "" {
+			return nil // not a tool call: not in the window (see Daemon.relayRecorded)
+		}
+		tr.ObserveAt(rec.Server, callerr.Classification{Class: rec.ErrorClass, Domain: rec.FaultDomain}, rec.Time)
+		return nil
+	})
 }
 
 // ConfiguredServers are the config's servers as a status reports them

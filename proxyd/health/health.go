@@ -74,10 +74,17 @@ func slot(t time.Time) int64 { return t.UnixNano() / int64(BucketWidth) }
 // Observe counts one finished call: a success when c.Class is empty, a
 // failure otherwise, nothing for excluded classes.
 func (t *Tracker) Observe(server string, c callerr.Classification) {
+	t.ObserveAt(server, c, t.now())
+}
+
+// ObserveAt counts a call that finished at a given time: the activity
+// log replayed into a new tracker. A time older than its slot's bucket
+// is outside the window already and counts for nothing.
+func (t *Tracker) ObserveAt(server string, c callerr.Classification, at time.Time) {
 	if !Counted(c) {
 		return
 	}
-	idx := slot(t.now())
+	idx := slot(at)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w := t.srv[server]
@@ -86,6 +93,9 @@ func (t *Tracker) Observe(server string, c callerr.Classification) {
 		t.srv[server] = w
 	}
 	b := &w.b[int(idx%int64(buckets))]
+	if b.idx > idx {
+		return
+	}
 	if b.idx != idx {
 		*b = bucket{idx: idx}
 	}

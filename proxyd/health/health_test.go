@@ -185,3 +185,24 @@ func TestConcurrentObserve(t *testing.T) {
 		t.Errorf("calls = %d, want 800", s.Calls)
 	}
 }
+
+// TestObserveAtReplays: calls counted at their own times (a replay of the
+// activity log) land in the window as they would have live; one older
+// than the window, or than what its slot holds, counts for nothing.
+func TestObserveAtReplays(t *testing.T) {
+	c := newClock()
+	tr := NewTracker(c.now)
+	now := c.now()
+	tr.ObserveAt("docs", h502, now.Add(-Window-time.Second)) // before the window
+	tr.ObserveAt("docs", h502, now.Add(-4*time.Minute))
+	tr.ObserveAt("docs", ok, now.Add(-time.Minute))
+	tr.ObserveAt("docs", h502, now.Add(-time.Second))
+	tr.Observe("docs", h502)
+	// The slot of 4 minutes ago holds that bucket; a call a whole
+	// window before it maps to the same slot and is dropped.
+	tr.ObserveAt("docs", h502, now.Add(-4*time.Minute-Window))
+	got := tr.Snapshot("docs")
+	if got.Calls != 4 || got.Failed != 3 {
+		t.Errorf("replayed window: %+v, want 4 calls, 3 failed", got)
+	}
+}
