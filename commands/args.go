@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 )
 
 // normalizeArgs lets flags stand before or after positional arguments and
@@ -199,7 +202,33 @@ const maxArgumentsFile = 16 << 20
 // number; keys the schema does not describe take JSON when it parses. A
 // key given twice is an error. Every error is a usage error.
 func callArguments(c *cli.Context, server, tool string, pos, flags []string) (json.RawMessage, error) {
-	return parseArguments(pos, flags, func() map[string][]string { return toolProperties(c, server, tool) }, c.App.Reader)
+	var types map[string][]string
+	open := true // until the schema says otherwise: nothing to warn of
+	raw, err := parseArguments(pos, flags, func() map[string][]string {
+		types, open = toolProperties(c, server, tool)
+		return types
+	}, c.App.Reader)
+	if err == nil && !open {
+		warnUnknownArguments(c, tool, raw, types)
+	}
+	return raw, err
+}
+
+// warnUnknownArguments names on stderr the KEY=VALUE keys a tool's schema
+// does not list (a typo: the tool would run on its defaults without a
+// word), with the nearest it does; they are sent as given, for the schema
+// allows them.
+func warnUnknownArguments(c *cli.Context, tool string, raw json.RawMessage, types map[string][]string) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return
+	}
+	names := slices.Sorted(maps.Keys(types))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if _, ok := types[k]; !ok {
+			errorf(c, "warning: %s has no argument %q%s (its arguments: %s); sent as given\n", tool, k, editdistance.DidYouMean(k, names), strings.Join(names, ", "))
+		}
+	}
 }
 
 // parseArguments is callArguments with the schema's property types from
@@ -289,21 +318,25 @@ func readJSONArgument(stdin io.Reader, a string) (json.RawMessage, error) {
 
 // toolProperties maps each property of the tool's input schema to its JSON
 // types, asking proxyd; empty when it cannot tell (proxyd down, an unknown
-// tool: the call then says why).
-func toolProperties(c *cli.Context, server, tool string) map[string][]string {
+// tool: the call then says why). open: the schema may take keys it does
+// not list as far as the command line can tell (it says so with
+// additionalProperties, or lists none, or is unknown).
+func toolProperties(c *cli.Context, server, tool string) (types map[string][]string, open bool) {
 	tools, err := newClient(c).Tools(c.Context, server)
 	if err != nil {
-		return nil
+		return nil, true
 	}
 	for _, t := range tools {
 		if (server == "" && t.Exposed == tool) || (server != "" && (t.Name == tool || t.Exposed == tool)) {
-			return schemaTypes(t.InputSchema)
+			types = schemaTypes(t.InputSchema)
+			return types, len(types) == 0 || openSchema(t.InputSchema)
 		}
 	}
-	return nil
+	return nil, true
 }
 
-// schemaTypes reads the top-level properties' "type" (a name or a list).
+// schemaTypes reads the top-level properties' "type" (a name or a list);
+// a property without one takes any type (nil).
 func schemaTypes(schema json.RawMessage) map[string][]string {
 	var s struct {
 		Properties map[string]struct {
@@ -322,9 +355,25 @@ func schemaTypes(schema json.RawMessage) map[string][]string {
 			out[name] = []string{one}
 		case json.Unmarshal(p.Type, &many) == nil:
 			out[name] = many
+		default:
+			out[name] = nil
 		}
 	}
 	return out
+}
+
+// openSchema: the schema's additionalProperties takes keys it does not
+// list (true, or a schema for them); absent or false, a key it does not
+// list is most likely a typo.
+func openSchema(schema json.RawMessage) bool {
+	var s struct {
+		Additional json.RawMessage `json:"additionalProperties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return true
+	}
+	a := strings.TrimSpace(string(s.Additional))
+	return a != "" && a != "false" && a != "null"
 }
 
 // typedValue is v as JSON of one of types: a string stays a string when the

@@ -134,3 +134,25 @@ func TestParseWhen(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenSchema(t *testing.T) {
+	tests := []struct {
+		schema string
+		open   bool
+	}{
+		{`{"type":"object","properties":{"a":{}}}`, false},
+		{`{"type":"object","properties":{"a":{}},"additionalProperties":false}`, false},
+		{`{"type":"object","properties":{"a":{}},"additionalProperties":true}`, true},
+		{`{"type":"object","properties":{"a":{}},"additionalProperties":{"type":"string"}}`, true},
+		{`not json`, true},
+	}
+	for _, tt := range tests {
+		if got := openSchema(json.RawMessage(tt.schema)); got != tt.open {
+			t.Errorf("openSchema(%s) = %v, want %v", tt.schema, got, tt.open)
+		}
+	}
+	// A property without a type is listed, of any type.
+	if types := schemaTypes(json.RawMessage(`{"properties":{"e":{"enum":["x"]}}}`)); len(types) != 1 {
+		t.Errorf("a property without a type is not listed: %v", types)
+	}
+}

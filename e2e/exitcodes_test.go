@@ -134,6 +134,8 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"status"}, want: 0},
 		{args: []string{"tools", "fixture"}, want: 0},
 		{args: []string{"call", "fixture", "echo", "text=x"}, want: 0},
+		// A key the schema does not list is sent, with a warning naming it.
+		{args: []string{"call", "fixture", "add", "a=1", "b=2", "bb=3"}, want: 0, stderr: `add has no argument "bb" (did you mean "b"?) (its arguments: a, b); sent as given`},
 		{args: []string{"health", "fixture"}, want: 0},
 		{args: []string{"help", "exit-codes"}, want: 0},
 		{args: []string{"completion"}, want: 0},
