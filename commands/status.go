@@ -29,9 +29,9 @@ it still prints a status, "running": false and each configured server in
 state unknown, so a script reads a document rather than nothing.
 
 With SERVER (or as 'mcpx describe SERVER'), shows that server in full:
-state and since when, the whole last error (a stdio server's last stderr
-lines included), next retry, session, era, counters, health, and the
-command to run next. Exits 9 when the server is in state error, 8 when
+state and since when (in error: since the first failed attempt), the
+whole last error (a stdio server's last stderr lines included), next
+retry, session, era, counters, health, and the command to run next. Exits 9 when the server is in state error, 8 when
 there is no such server.
 
 Examples:

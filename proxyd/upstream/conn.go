@@ -62,25 +62,29 @@ type Conn struct {
 	broken chan error    // a call saw the connection die
 	kick   chan struct{} // reconnect now (reload, manual)
 
-	mu         sync.RWMutex
-	hdrs       map[string]string // the configured headers, references resolved
-	state      api.State
-	stateGen   uint64 // counts changes of state (see Generation)
-	lastErr    string
-	since      time.Time
-	nextRetry  time.Time
-	attempts   int
-	cl         *client.Client
-	era        string
-	version    string
-	wire       wire // what each raw request carries, for cl
-	serverInfo mcp.Implementation
-	caps       mcp.ServerCapabilities
-	tools      []Tool
-	toolAt     map[string]int // index of tools by name (see setToolsLocked)
-	prompts    []mcp.Prompt
-	resources  []mcp.Resource
-	templates  []mcp.ResourceTemplate
+	mu        sync.RWMutex
+	hdrs      map[string]string // the configured headers, references resolved
+	state     api.State
+	stateGen  uint64 // counts changes of state (see Generation)
+	lastErr   string
+	since     time.Time
+	nextRetry time.Time
+	attempts  int
+	// failingSince is when the attempts failing since the last success
+	// began: a retry passes through connecting, yet the server has been
+	// in error since then.
+	failingSince time.Time
+	cl           *client.Client
+	era          string
+	version      string
+	wire         wire // what each raw request carries, for cl
+	serverInfo   mcp.Implementation
+	caps         mcp.ServerCapabilities
+	tools        []Tool
+	toolAt       map[string]int // index of tools by name (see setToolsLocked)
+	prompts      []mcp.Prompt
+	resources    []mcp.Resource
+	templates    []mcp.ResourceTemplate
 
 	// sid is the session id of the established session (legacy era); it
 	// keys the re-initialisation that replaces it. hc is the server's HTTP
@@ -154,6 +158,9 @@ func (c *Conn) setState(state api.State, lastErr string) {
 	c.mu.Lock()
 	if c.state != state {
 		c.since = c.opts.now()
+		if state == api.StateError && !c.failingSince.IsZero() {
+			c.since = c.failingSince
+		}
 		c.stateGen++
 	}
 	c.state, c.lastErr = state, lastErr

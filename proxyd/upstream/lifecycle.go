@@ -87,9 +87,13 @@ func (c *Conn) settle(err error, delay time.Duration) {
 	if err == nil {
 		c.attempts = 0
 		c.nextRetry = time.Time{}
+		c.failingSince = time.Time{}
 	} else {
 		c.attempts++
 		c.nextRetry = c.opts.now().Add(delay)
+		if c.attempts == 1 {
+			c.failingSince = c.opts.now()
+		}
 	}
 	c.mu.Unlock()
 	if err == nil {

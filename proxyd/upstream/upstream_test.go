@@ -127,6 +127,21 @@ func TestUnreachableThenRecovers(t *testing.T) {
 	}
 }
 
+// TestErrorSinceTheFirstFailure: a server failing attempt after attempt
+// has been in error since the first failure, though each retry passes
+// through connecting.
+func TestErrorSinceTheFirstFailure(t *testing.T) {
+	c, first := unreachable(t)
+	var st api.ServerStatus
+	waitfor.Cond(t, 20*time.Second, "a second failed attempt", func() (bool, string) {
+		st = c.Status()
+		return st.State == api.StateError && st.Attempts >= 2, fmt.Sprintf("state %s, %d attempts", st.State, st.Attempts)
+	})
+	if !st.Since.Equal(first.Since) {
+		t.Errorf("error since %s after %d attempts, want %s (the first failure)", st.Since, st.Attempts, first.Since)
+	}
+}
+
 func TestApplyAddRemoveChange(t *testing.T) {
 	fx := startFixture(t, mcpserver.EraBoth)
 	m := newManager(t)
