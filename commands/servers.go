@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
-	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -112,11 +111,7 @@ func runServersList(c *cli.Context) error {
 		if s.Disabled {
 			state = api.StateDisabled
 		}
-		target := redact.URL(s.URL)
-		if s.EffectiveTransport() == config.TransportStdio {
-			target = redact.Text(strings.Join(append([]string{s.Command}, s.Args...), " "))
-		}
-		out = append(out, api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(), Target: target, State: state})
+		out = append(out, api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(), Target: s.Target(), State: state})
 	}
 	return render(c, out, func(w io.Writer) error {
 		t := newTable(w, "SERVER", "TRANSPORT", "PROTOCOL", "TARGET")

@@ -159,11 +159,8 @@ func replayHealth(ctx context.Context, act *activity.Store, tr *health.Tracker, 
 func ConfiguredServers(cfg *config.Config) []api.ServerStatus {
 	out := []api.ServerStatus{}
 	for _, s := range cfg.Servers {
-		st := api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(),
+		st := api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(), Target: s.Target(),
 			State: api.StateUnknown, Summary: "proxyd is not running"}
-		if s.URL != "" {
-			st.Target = redact.URL(s.URL)
-		}
 		if s.Disabled {
 			st.State = api.StateDisabled
 		}

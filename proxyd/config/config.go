@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/discovery"
+	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/internal/secretref"
 )
 
@@ -321,6 +322,30 @@ func (s *Server) SetsAuthorization() bool {
 
 // EffectiveTransport is the configured transport, else stdio for a command
 // and streamable-http for a URL.
+// Target is where the server is, as status shows it: its URL with the
+// credentials in it masked, or its command line, each word quoted as a
+// shell would need it (with secrets in it masked).
+func (s *Server) Target() string {
+	if s.EffectiveTransport() != TransportStdio {
+		return redact.URL(s.URL)
+	}
+	words := make([]string, 0, 1+len(s.Args))
+	for _, w := range append([]string{s.Command}, s.Args...) {
+		words = append(words, shellWord(w))
+	}
+	return redact.Text(strings.Join(words, " "))
+}
+
+// shellWord quotes w for a POSIX shell when it needs it.
+func shellWord(w string) string {
+	if w != "" && strings.IndexFunc(w, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0 {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+}
+
 func (s *Server) EffectiveTransport() string {
 	switch {
 	case s.Transport != "":

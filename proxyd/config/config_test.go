@@ -579,3 +579,25 @@ func TestReadmeExample(t *testing.T) {
 		t.Errorf("example parsed as %+v", c)
 	}
 }
+
+func TestServerTarget(t *testing.T) {
+	tests := []struct {
+		s    Server
+		want string
+	}{
+		{Server{URL: "https://example.test/mcp"}, "https://example.test/mcp"},
+		{Server{Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"}}, "npx -y @modelcontextprotocol/server-everything"},
+		{Server{Command: "sh", Args: []string{"-c", "echo hello; sleep 30"}}, "sh -c 'echo hello; sleep 30'"},
+		{Server{Command: "/opt/my server/run", Args: []string{"it's", ""}}, `'/opt/my server/run' 'it'\''s' ''`},
+	}
+	for _, tt := range tests {
+		if got := tt.s.Target(); got != tt.want {
+			t.Errorf("Target of %+v = %q, want %q", tt.s, got, tt.want)
+		}
+	}
+	// Credentials in a URL stay masked.
+	s := Server{URL: "https://user:hunter2-canary@example.test/mcp"}
+	if got := s.Target(); strings.Contains(got, "hunter2-canary") {
+		t.Errorf("Target shows the password: %q", got)
+	}
+}

@@ -1,13 +1,6 @@
 package upstream
 
-import (
-	"strings"
-
-	"github.com/mcpx-dev/mcpx/internal/redact"
-
-	"github.com/mcpx-dev/mcpx/proxyd/api"
-	"github.com/mcpx-dev/mcpx/proxyd/config"
-)
+import "github.com/mcpx-dev/mcpx/proxyd/api"
 
 // Status reports the server's state.
 func (c *Conn) Status() api.ServerStatus {
@@ -52,9 +45,4 @@ func (c *Conn) Generation() uint64 {
 	return c.stateGen
 }
 
-func (c *Conn) target() string {
-	if c.cfg.EffectiveTransport() == config.TransportStdio {
-		return redact.Text(strings.Join(append([]string{c.cfg.Command}, c.cfg.Args...), " "))
-	}
-	return redact.URL(c.cfg.URL)
-}
+func (c *Conn) target() string { return c.cfg.Target() }

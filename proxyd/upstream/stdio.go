@@ -230,7 +230,9 @@ func (ch *child) explain(err error) error {
 		for i, l := range ch.stray {
 			quoted[i] = fmt.Sprintf("%q", l)
 		}
-		parts = append(parts, fmt.Sprintf("stdio server %q wrote lines to stdout that are not JSON-RPC (stdout carries MCP messages only; logs belong on stderr): %s", ch.cmd.Path, strings.Join(quoted, ", ")))
+		// No ": " before the lines: a shortened cause keeps its last
+		// link, which is then the statement rather than a bare quote.
+		parts = append(parts, fmt.Sprintf("stdio server %q wrote lines to stdout that are not JSON-RPC, such as %s (stdout carries MCP messages only; logs belong on stderr)", ch.cmd.Path, strings.Join(quoted, ", ")))
 	}
 	if len(parts) == 0 {
 		return err
