@@ -262,11 +262,13 @@ func TestExitCodeTable(t *testing.T) {
 		t.Errorf("health across a restart: before %+v, stopped %+v, after %+v", before, stopped, after)
 	}
 	// A timeout names the flag that set it.
-	if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 3000, Count: 1}); err != nil {
+	if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultSlow, Tool: "echo", DelayMS: 3000, Count: 2}); err != nil {
 		t.Fatal(err)
 	}
 	runExitCases(t, e, "timeout", []exitCase{
 		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "300ms"}, want: 4, stderr: "after --timeout 300ms"},
+		// Sent, and no answer in time: not "failed to send".
+		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "300ms"}, want: 4, stderr: "call failed: no answer from the upstream before the call ended"},
 	})
 
 	// An invalid config file: reload keeps the running one and exits 7.

@@ -99,6 +99,9 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	if err != nil {
 		if ctx.Err() != nil {
 			c.cancelUpstream(cl, hc, w, x.id)
+			// The deadline or the caller ended the wait: the request may
+			// well have gone out, and "failed to send" would mislead.
+			return nil, fmt.Errorf("no answer from the upstream before the call ended: %w", err)
 		}
 		return nil, fmt.Errorf("failed to send request: %w", err)
 	}
