@@ -53,13 +53,13 @@ Examples:
    mcpx activity summary --since 24h --by class
    mcpx activity --replica proxyd-0 --status error   # one replica of several`,
 	ArgsUsage: "[ID]",
-	Flags:     append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records (0: all)"}),
+	Flags:     append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records (0: all)", Action: nonNegativeLimit}),
 	Action:    runActivityList,
 	Subcommands: []*cli.Command{
 		{
 			Name:   "list",
 			Usage:  "list records, newest first",
-			Flags:  append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records (0: all)"}),
+			Flags:  append(filterFlags(), outputFlag, &cli.IntFlag{Name: "limit", Value: 50, Usage: "at most `N` records (0: all)", Action: nonNegativeLimit}),
 			Action: runActivityList,
 		},
 		{

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 )
@@ -95,7 +97,7 @@ func New(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand:        false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // main prints once and exits
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return exitErr(ExitUsage, err)
+			return exitErr(ExitUsage, explainFlagValue(err))
 		},
 	}
 	for _, c := range cmds {
@@ -122,7 +124,7 @@ func cloneCommand(c *cli.Command) *cli.Command {
 }
 
 func propagateUsageErrors(c *cli.Command) {
-	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return exitErr(ExitUsage, err) }
+	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return exitErr(ExitUsage, explainFlagValue(err)) }
 	for _, s := range c.Subcommands {
 		propagateUsageErrors(s)
 	}
@@ -145,4 +147,29 @@ func Main() int {
 		fmt.Fprintf(os.Stderr, "mcpx: %s\n", shown(err.Error()))
 	}
 	return ExitCode(err)
+}
+
+// flagValueErr is how the flag package words a value it cannot parse.
+var flagValueErr = regexp.MustCompile(`^invalid value "(.*)" for flag -(\S+): (.*)$`)
+
+// explainFlagValue rewrites the flag package's 'invalid value "abc" for
+// flag -timeout: parse error' as the flag is written and with the form
+// its value takes; other errors pass as they are.
+func explainFlagValue(err error) error {
+	m := flagValueErr.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	value, name, why := m[1], m[2], m[3]
+	switch name {
+	case "timeout", "interval", "reconnect-wait", "window":
+		if _, aerr := strconv.Atoi(value); aerr == nil {
+			// A bare number where a duration goes: the unit is missing.
+			return fmt.Errorf("--%s %s: a duration needs its unit (%ss, or e.g. 2m)", name, value, value)
+		}
+		return fmt.Errorf("--%s: %q is not a duration; give one such as 10s, 1m30s or 2h", name, value)
+	case "limit", "calls", "n", "callers", "parallel", "p", "count":
+		return fmt.Errorf("--%s: %q is not a whole number", name, value)
+	}
+	return fmt.Errorf("--%s: %q is not a valid value (%s)", name, value, why)
 }

@@ -52,7 +52,7 @@ Examples:
 	Flags: []cli.Flag{
 		outputFlag,
 		&cli.StringSliceFlag{Name: "arg", Aliases: []string{"a"}, Usage: "argument `KEY=VALUE` (repeatable)"},
-		&cli.DurationFlag{Name: "timeout", Usage: "give up on the call after `DURATION`", DefaultText: "the server's timeout, 60s"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Usage: "give up on the call after `DURATION`", DefaultText: "the server's timeout, 60s"},
 		saveFlag,
 		&cli.StringFlag{Name: "elicit", Usage: "answer the upstream's requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)"},
 	},

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/mattn/go-isatty"
@@ -370,4 +371,21 @@ func prettyJSON(raw []byte) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// positiveTimeout refuses a --timeout of zero or less, which would give
+// up at once (or, read as "none", wait for ever).
+func positiveTimeout(_ *cli.Context, d time.Duration) error {
+	if d <= 0 {
+		return usageErr("--timeout %s: give a duration above zero (e.g. 10s, 2m), or leave the flag out for the default", d)
+	}
+	return nil
+}
+
+// nonNegativeLimit refuses a negative --limit (0 already means all).
+func nonNegativeLimit(_ *cli.Context, n int) error {
+	if n < 0 {
+		return usageErr("--limit %d: give a count of 0 or more (0: all)", n)
+	}
+	return nil
 }

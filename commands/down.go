@@ -19,7 +19,7 @@ is gone. Not running is success.
 Examples:
    mcpx down`,
 	Flags: []cli.Flag{
-		&cli.DurationFlag{Name: "timeout", Value: 20 * time.Second, Usage: "wait up to `DURATION` for proxyd to stop"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Value: 20 * time.Second, Usage: "wait up to `DURATION` for proxyd to stop"},
 	},
 	Action: runDown,
 }

@@ -46,7 +46,7 @@ Examples:
 	Flags: []cli.Flag{
 		outputFlag,
 		&cli.BoolFlag{Name: "no-browser", Usage: "print the authorization URL instead of opening a browser"},
-		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "wait up to `DURATION` for the browser sign-in"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Value: 5 * time.Minute, Usage: "wait up to `DURATION` for the browser sign-in"},
 		&cli.BoolFlag{Name: "force", Usage: "sign in even when the server answers without a sign-in"},
 	},
 	BashComplete: completeServers,

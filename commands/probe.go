@@ -84,7 +84,7 @@ Examples:
    mcpx probe --file targets.yaml -o sarif > probe.sarif
    mcpx probe URL1 URL2 --expect ok -o junit > probe.xml`,
 	Flags: []cli.Flag{
-		&cli.DurationFlag{Name: "timeout", Value: probe.DefaultTimeout, Usage: "`DURATION` per step; the whole probe gets 3x"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Value: probe.DefaultTimeout, Usage: "`DURATION` per step; the whole probe gets 3x"},
 		&cli.StringSliceFlag{Name: "header", Aliases: []string{"H"}, Usage: "extra request header `K:V` (repeatable; the value is never printed)"},
 		&cli.StringFlag{Name: "ca-file", Usage: "PEM `FILE` of CAs to trust in addition to the system store"},
 		&cli.StringFlag{Name: "transport", Usage: "`TRANSPORT`: streamable-http or sse", DefaultText: "the config's, else streamable-http"},

@@ -73,7 +73,7 @@ Examples:
    mcpx prompt everything complex-prompt temperature=0.7 style=terse`,
 	Flags: []cli.Flag{
 		outputFlag, saveFlag,
-		&cli.DurationFlag{Name: "timeout", Usage: "give up after `DURATION`", DefaultText: "the server's call timeout"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Usage: "give up after `DURATION`", DefaultText: "the server's call timeout"},
 	},
 	BashComplete: completeServers,
 	Action:       runPrompt,

@@ -68,7 +68,7 @@ Examples:
    mcpx read everything test://static/resource/2 --save ./out`,
 	Flags: []cli.Flag{
 		outputFlag, saveFlag,
-		&cli.DurationFlag{Name: "timeout", Usage: "give up after `DURATION`", DefaultText: "the server's call timeout"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Usage: "give up after `DURATION`", DefaultText: "the server's call timeout"},
 	},
 	BashComplete: completeServers,
 	Action:       runRead,

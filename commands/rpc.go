@@ -29,7 +29,7 @@ Examples:
    mcpx rpc docs completion/complete '{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"who","value":"a"}}'`,
 	Flags: []cli.Flag{
 		outputFlag,
-		&cli.DurationFlag{Name: "timeout", Usage: "give up after `DURATION`", DefaultText: "the server's call timeout"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Usage: "give up after `DURATION`", DefaultText: "the server's call timeout"},
 	},
 	BashComplete: completeServers,
 	Action:       runRPC,

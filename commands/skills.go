@@ -37,7 +37,7 @@ Examples:
    mcpx skills docs skill://pdf-processing/SKILL.md -o json`,
 	Flags: []cli.Flag{
 		outputFlag,
-		&cli.DurationFlag{Name: "timeout", Usage: "give up on each request after `DURATION`", DefaultText: "the server's call timeout"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Usage: "give up on each request after `DURATION`", DefaultText: "the server's call timeout"},
 	},
 	BashComplete: completeServers,
 	Action:       runSkills,

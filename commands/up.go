@@ -32,7 +32,7 @@ Examples:
    mcpx --state-dir /tmp/mcpx --socket /tmp/mcpx/s.sock up`,
 	Flags: []cli.Flag{
 		outputFlag,
-		&cli.DurationFlag{Name: "timeout", Value: 15 * time.Second, Usage: "wait up to `DURATION` for proxyd to become ready"},
+		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Value: 15 * time.Second, Usage: "wait up to `DURATION` for proxyd to become ready"},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "proxyd's log `LEVEL`: debug, info, warn or error"},
 	},
 	Action: runUp,

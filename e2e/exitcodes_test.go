@@ -202,6 +202,14 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"activity", "lst"}, want: 2, stderr: `did you mean "list"?`},
 		{args: []string{"call", "fixture", "echo", "--", ""}, want: 2},
 		{args: []string{"tools", "https://example.test/mcp", "extra"}, want: 2},
+		// Flag values: the form named, and no timeout or limit that
+		// would give up at once or mean something else.
+		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "abc"}, want: 2, stderr: `--timeout: "abc" is not a duration; give one such as 10s`},
+		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "10"}, want: 2, stderr: "--timeout 10: a duration needs its unit (10s"},
+		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "0s"}, want: 2, stderr: "give a duration above zero"},
+		{args: []string{"rpc", "fixture", "ping", "--timeout", "-1s"}, want: 2, stderr: "give a duration above zero"},
+		{args: []string{"activity", "--limit", "-1"}, want: 2, stderr: "give a count of 0 or more"},
+		{args: []string{"activity", "--limit", "x"}, want: 2, stderr: `--limit: "x" is not a whole number`},
 	})
 
 	runExitCases(t, e, "the upstream failed", []exitCase{
