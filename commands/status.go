@@ -130,8 +130,10 @@ func statusNotRunning(c *cli.Context, down error) error {
 	st := api.Status{Socket: socketPath(c), ConfigPath: configPath(c), Servers: []api.ServerStatus{}}
 	cfg, err := config.Load(st.ConfigPath)
 	if err != nil {
-		errorf(c, "config %s: %v\n", st.ConfigPath, err)
+		// 'mcpx up' would fail on it: the fix comes first.
+		errorf(c, "%v\n", err)
 		st.ConfigError = redact.Control(err.Error())
+		down = fmt.Errorf("proxyd is not running (no socket at %s), and its config file has the error above: fix it, then start proxyd with 'mcpx up'", st.Socket)
 	} else {
 		st.Servers = proxyd.ConfiguredServers(cfg)
 	}
@@ -143,20 +145,20 @@ func statusNotRunning(c *cli.Context, down error) error {
 			}
 			errorf(c, "configured servers (not connected): %s\n", strings.Join(names, ", "))
 		}
-		return daemonErr(down)
+		return exitErr(ExitProxydNotRunning, down)
 	}
 	var doc any = st
 	if name := c.Args().First(); name != "" {
 		i := slices.IndexFunc(st.Servers, func(s api.ServerStatus) bool { return s.Name == name })
 		if i < 0 {
-			return daemonErr(down) // nothing to print of a server not configured
+			return exitErr(ExitProxydNotRunning, down) // nothing to print of a server not configured
 		}
 		doc = st.Servers[i]
 	}
 	if err := render(c, doc, nil); err != nil {
 		return err
 	}
-	return daemonErr(down)
+	return exitErr(ExitProxydNotRunning, down)
 }
 
 func humanDuration(d time.Duration) string {

@@ -97,6 +97,8 @@ func TestExitCodeTable(t *testing.T) {
 	bad := newEnv(t)
 	bad.writeConfig("servers:\n  - name: x\n    urll: https://example.test/mcp\n")
 	runExitCases(t, bad, "invalid config", []exitCase{
+		// Not running, and 'mcpx up' would fail: the fix comes first.
+		{args: []string{"status"}, want: 3, stderr: "its config file has the error above: fix it, then start proxyd"},
 		{args: []string{"up"}, want: 7, stderr: "urll"},
 		{args: []string{"servers", "list"}, want: 7, stderr: "urll"},
 		{args: []string{"servers", "add", "y", "https://example.test/mcp"}, want: 7},
