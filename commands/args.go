@@ -286,7 +286,7 @@ func readJSONArgument(stdin io.Reader, a string) (json.RawMessage, error) {
 			return nil, fmt.Errorf("reading the arguments from stdin: %w", err)
 		}
 		raw = b
-		a = "stdin"
+		a = "on stdin"
 	case strings.HasPrefix(a, "@"):
 		f, err := os.Open(a[1:])
 		if err != nil {
@@ -298,20 +298,20 @@ func readJSONArgument(stdin io.Reader, a string) (json.RawMessage, error) {
 			return nil, fmt.Errorf("arguments file: %w", err)
 		}
 		raw = b
-		a = a[1:]
+		a = "in " + a[1:]
 	default:
 		raw = []byte(a)
-		a = "the argument"
+		a = "given inline"
 	}
 	if len(raw) > maxArgumentsFile {
-		return nil, fmt.Errorf("arguments in %s exceed %d MiB", a, maxArgumentsFile>>20)
+		return nil, fmt.Errorf("the arguments %s exceed %d MiB", a, maxArgumentsFile>>20)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		if err == nil {
 			err = errors.New("null")
 		}
-		return nil, fmt.Errorf("arguments in %s are not a JSON object: %v", a, err)
+		return nil, fmt.Errorf("the arguments %s are not a JSON object: %v", a, err)
 	}
 	return json.RawMessage(bytes.TrimSpace(raw)), nil
 }

@@ -60,14 +60,14 @@ func printServer(w io.Writer, s *api.ServerStatus) error {
 	row("offers", fmt.Sprintf("%d tools, %d prompts, %d resources", s.Tools, s.Prompts, s.Resources))
 	row("reinits", fmt.Sprint(s.Reinits))
 	if s.Attempts > 0 || s.NextRetry != nil {
-		retry := fmt.Sprintf("%d attempts", s.Attempts)
+		retry := plural(s.Attempts, "attempt")
 		if s.NextRetry != nil {
 			retry += fmt.Sprintf("; next retry at %s (in %s)", tableTime(*s.NextRetry), humanDuration(time.Until(*s.NextRetry)))
 		}
 		row("connecting", retry)
 	}
 	if h := s.Health; h != nil {
-		line := fmt.Sprintf("%d calls in 5 min, %d failed", h.Calls, h.Failed)
+		line := fmt.Sprintf("%s in 5 min, %d failed", plural(h.Calls, "call"), h.Failed)
 		if h.DominantClass != "" {
 			line += ", mostly " + h.DominantClass
 		}
@@ -117,4 +117,12 @@ func nextStep(s *api.ServerStatus) string {
 		return "wait, or: mcpx probe " + s.Name
 	}
 	return "mcpx tools " + s.Name
+}
+
+// plural is "1 call", "2 calls".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -93,7 +93,7 @@ func runHealth(c *cli.Context) error {
 	var bad []string
 	for _, s := range out {
 		if s.State != api.StateReady && s.State != api.StateDisabled {
-			bad = append(bad, s.Name+" is "+string(s.State))
+			bad = append(bad, s.Name+" is "+s.State.Phrase())
 		}
 	}
 	if len(bad) > 0 {

@@ -125,7 +125,7 @@ func TestOAuthFixture(t *testing.T) {
 			var tools []api.Tool
 			o.runJSON(0, &tools, "tools", "docs", "-o", "json")
 			for _, tl := range tools {
-				if !strings.Contains(tl.LeftOut, "not served while docs is error") {
+				if !strings.Contains(tl.LeftOut, "not served while docs is in error") {
 					t.Errorf("tool %s of a server in state %s: left_out %q", tl.Name, st.State, tl.LeftOut)
 				}
 			}

@@ -56,7 +56,7 @@ func (d *Daemon) explainMissing(req api.CallRequest, typed string, resp api.Call
 	}
 	if missing, hint := d.callTarget(req.Server, req.Tool, typed); missing != "" {
 		resp.Error.NotFound = missing
-		resp.Error.Message += hint
+		resp.Error.Message = withHint(resp.Error.Message, hint)
 	}
 	return resp
 }
@@ -85,4 +85,13 @@ func (d *Daemon) callTarget(srv, tool, typed string) (missing, hint string) {
 		return "tool", toolHint(c, tool, "")
 	}
 	return "", ""
+}
+
+// withHint puts a did-you-mean next to the name it is about: before the
+// message's pointer to a command (" (see 'mcpx tools docs')"), if any.
+func withHint(msg, hint string) string {
+	if i := strings.LastIndex(msg, " (see '"); i >= 0 && hint != "" {
+		return msg[:i] + hint + msg[i:]
+	}
+	return msg + hint
 }

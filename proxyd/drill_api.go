@@ -64,7 +64,7 @@ func (d *Daemon) handleDrillSession(w http.ResponseWriter, r *http.Request) erro
 		if e := conn.Status().LastError; e != "" {
 			why = ": " + e
 		}
-		return unavailable("server %q is %s%s; the drill cannot run (see 'mcpx status %s')", req.Server, st, why, req.Server)
+		return unavailable("server %q is %s%s; the drill cannot run (see 'mcpx status %s')", req.Server, st.Phrase(), why, req.Server)
 	}
 	call := func(ctx context.Context, tool string, args json.RawMessage) drill.Outcome {
 		ctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout())

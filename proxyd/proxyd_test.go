@@ -222,3 +222,16 @@ func (td *testDaemon) socketHTTP() *http.Client {
 		return (&net.Dialer{}).DialContext(ctx, "unix", td.socket)
 	}}}
 }
+
+func TestWithHint(t *testing.T) {
+	tests := []struct{ msg, hint, want string }{
+		{`server "fx" has no tool "ech" (see 'mcpx tools fx')`, ` (did you mean "echo"?)`, `server "fx" has no tool "ech" (did you mean "echo"?) (see 'mcpx tools fx')`},
+		{`no server named "fxx"`, ` (did you mean "fx"?)`, `no server named "fxx" (did you mean "fx"?)`},
+		{`server "fx" has no tool "zzz" (see 'mcpx tools fx')`, "", `server "fx" has no tool "zzz" (see 'mcpx tools fx')`},
+	}
+	for _, tt := range tests {
+		if got := withHint(tt.msg, tt.hint); got != tt.want {
+			t.Errorf("withHint(%q, %q) = %q, want %q", tt.msg, tt.hint, got, tt.want)
+		}
+	}
+}

@@ -167,7 +167,7 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 			// As for mcpx call: a tool that does not exist is named so.
 			if missing, hint := d.callTarget(req.Server, name, name); missing != "" {
 				resp.Error.NotFound = missing
-				resp.Error.Message += hint
+				resp.Error.Message = withHint(resp.Error.Message, hint)
 			}
 		}
 	}

@@ -88,7 +88,7 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 				InputSchema: t.RawInputSchema,
 			}
 			if state != api.StateReady {
-				tool.LeftOut = fmt.Sprintf("not served while %s is %s (see 'mcpx status %s')", c.Name(), state, c.Name())
+				tool.LeftOut = fmt.Sprintf("not served while %s is %s (see 'mcpx status %s')", c.Name(), state.Phrase(), c.Name())
 			} else if e, held := naming.Tools[tool.Exposed]; held && e != (downstream.Entry{Server: c.Name(), Name: t.Name}) {
 				tool.LeftOut = "the name is already exposed by server " + e.Server
 			}

@@ -16,6 +16,17 @@ const (
 	StateUnknown State = "unknown"
 )
 
+// Phrase is the state as it reads after "is": "in error", "degraded".
+func (s State) Phrase() string {
+	switch s {
+	case StateError:
+		return "in error"
+	case StateUnknown:
+		return "in an unknown state"
+	}
+	return string(s)
+}
+
 // Status is GET /v1/status.
 type Status struct {
 	// Running is false only in what mcpx prints from the config while

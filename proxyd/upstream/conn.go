@@ -45,9 +45,9 @@ type ErrNotReady struct {
 
 func (e *ErrNotReady) Error() string {
 	if e.LastError != "" {
-		return fmt.Sprintf("server %q is %s: %s", e.Server, e.State, e.LastError)
+		return fmt.Sprintf("server %q is %s: %s", e.Server, e.State.Phrase(), e.LastError)
 	}
-	return fmt.Sprintf("server %q is %s", e.Server, e.State)
+	return fmt.Sprintf("server %q is %s", e.Server, e.State.Phrase())
 }
 
 // Conn is one upstream server.

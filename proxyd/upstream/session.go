@@ -121,7 +121,7 @@ func (c *Conn) Sessionful() (bool, string) {
 	defer c.mu.RUnlock()
 	switch {
 	case c.state != api.StateReady || c.cl == nil:
-		return false, fmt.Sprintf("server %q is %s", c.name, c.state)
+		return false, fmt.Sprintf("server %q is %s", c.name, c.state.Phrase())
 	case c.cfg.EffectiveTransport() != config.TransportStreamableHTTP:
 		return false, fmt.Sprintf("the %s transport has no protocol sessions", c.cfg.EffectiveTransport())
 	case c.era == EraModern:
