@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
+	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -105,14 +106,7 @@ func runServersList(c *cli.Context) error {
 		return exitErr(ExitConfig, cerr)
 	}
 	errorf(c, "proxyd is not running (start it with 'mcpx up'); showing %s\n", configPath(c))
-	out := make([]api.ServerStatus, 0, len(cfg.Servers))
-	for _, s := range cfg.Servers {
-		state := api.State("not running")
-		if s.Disabled {
-			state = api.StateDisabled
-		}
-		out = append(out, api.ServerStatus{Name: s.Name, Transport: s.EffectiveTransport(), Protocol: s.EffectiveProtocol(), Target: s.Target(), State: state})
-	}
+	out := proxyd.ConfiguredServers(cfg)
 	return render(c, out, func(w io.Writer) error {
 		t := newTable(w, "SERVER", "TRANSPORT", "PROTOCOL", "TARGET")
 		for _, s := range out {

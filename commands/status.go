@@ -127,7 +127,7 @@ func serverTable(w io.Writer, servers []api.ServerStatus) error {
 // unknown) on stdout, so a script reading it gets a document rather than
 // nothing.
 func statusNotRunning(c *cli.Context, down error) error {
-	st := api.Status{Socket: socketPath(c), ConfigPath: configPath(c), Servers: []api.ServerStatus{}}
+	st := api.Status{Socket: socketPath(c), ConfigPath: configPath(c), StateDir: stateDir(c), Servers: []api.ServerStatus{}}
 	cfg, err := config.Load(st.ConfigPath)
 	if err != nil {
 		// 'mcpx up' would fail on it: the fix comes first.

@@ -87,6 +87,14 @@ func TestExitCodeTable(t *testing.T) {
 	if !strings.Contains(r.stderr, "mcpx up") {
 		t.Errorf("status -o json without proxyd: stderr lacks the fix\n%s", r)
 	}
+	if strings.Contains(r.stdout, "0001-01-01") || offline.StateDir == "" {
+		t.Errorf("status -o json without proxyd: a zero time or no state dir:\n%s", r.stdout)
+	}
+	var listed []api.ServerStatus
+	down.runJSON(0, &listed, "servers")
+	if len(listed) != 2 || listed[0].State != api.StateUnknown {
+		t.Errorf("servers -o json without proxyd: %+v, want the state status gives", listed)
+	}
 	r = down.run("status", "broken", "-o", "json")
 	var one api.ServerStatus
 	if err := json.Unmarshal([]byte(r.stdout), &one); r.code != 3 || err != nil || one.Name != "broken" || one.State != api.StateUnknown {

@@ -34,7 +34,7 @@ type Status struct {
 	Running       bool      `json:"running"`
 	Version       string    `json:"version"`
 	PID           int       `json:"pid"`
-	StartedAt     time.Time `json:"started_at"`
+	StartedAt     time.Time `json:"started_at,omitzero"` // none while proxyd is not running
 	UptimeSeconds float64   `json:"uptime_seconds"`
 	Socket        string    `json:"socket"`
 	Listen        string    `json:"listen"`
@@ -70,7 +70,7 @@ type ServerStatus struct {
 	State           State      `json:"state"`
 	Summary         string     `json:"summary,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
-	Since           time.Time  `json:"since"`
+	Since           time.Time  `json:"since,omitzero"`
 	NextRetry       *time.Time `json:"next_retry,omitempty"`
 	Attempts        int        `json:"attempts,omitempty"`
 	Tools           int        `json:"tools"`
