@@ -177,9 +177,9 @@ func runActivityList(c *cli.Context) error {
 	return render(c, recs, func(w io.Writer) error {
 		if len(recs) == 0 {
 			if len(filtered) > 0 {
-				fmt.Fprintln(w, "No calls match these filters.")
+				emptyNote(w, "No calls match these filters.")
 			} else {
-				fmt.Fprintln(w, "No calls recorded yet.")
+				emptyNote(w, "No calls recorded yet.")
 			}
 			return nil
 		}
@@ -497,7 +497,7 @@ func printSummary(c *cli.Context, q api.ActivityQuery, by string, rows []api.Act
 	}
 	return render(c, v, func(w io.Writer) error {
 		if len(rows) == 0 {
-			fmt.Fprintln(w, "No calls match these filters.")
+			emptyNote(w, "No calls match these filters.")
 			return nil
 		}
 		t := newTable(w, strings.ToUpper(by), "CALLS", "FAILED", "FAILURE RATE")

@@ -146,8 +146,21 @@ func tsvOutput(c *cli.Context) bool {
 }
 
 // tsvWriter marks the writer a table callback gets when its tables are
-// to be TSV (see newTable).
-type tsvWriter struct{ io.Writer }
+// to be TSV (see newTable); notes is where words for people go then.
+type tsvWriter struct {
+	io.Writer
+	notes io.Writer
+}
+
+// emptyNote says a list is empty ("No tools ..."): on the output for a
+// person at a terminal, on stderr when the output is TSV for a program,
+// which then reads no rows rather than a sentence.
+func emptyNote(w io.Writer, msg string) {
+	if tw, ok := w.(tsvWriter); ok {
+		w = tw.notes
+	}
+	fmt.Fprintln(w, msg)
+}
 
 // render prints v as JSON or YAML (the API's own structs, so all formats
 // carry the same fields), or calls table for the human form, its tables
@@ -184,7 +197,7 @@ func renderTables(c *cli.Context, v any, table func(w io.Writer) error, tsv bool
 		return err
 	}
 	if tsv {
-		w = tsvWriter{w}
+		w = tsvWriter{w, c.App.ErrWriter}
 	}
 	return table(w)
 }

@@ -270,7 +270,7 @@ func runAuthStatus(c *cli.Context) error {
 	}
 	return render(c, out, func(w io.Writer) error {
 		if len(out) == 0 {
-			fmt.Fprintln(w, "No HTTP servers configured.")
+			emptyNote(w, "No HTTP servers configured.")
 			return nil
 		}
 		t := newTable(w, "SERVER", "SIGNED IN", "GRANT", "TOKEN", "ISSUER", "EXPIRES", "REFRESH TOKEN", "SCOPES", "LAST REFRESH", "NEXT REFRESH", "NOTE")

@@ -40,7 +40,7 @@ func runPrompts(c *cli.Context) error {
 	}
 	return render(c, out, func(w io.Writer) error {
 		if len(out) == 0 {
-			fmt.Fprintln(w, "No prompts (does the server offer any? see 'mcpx status').")
+			emptyNote(w, "No prompts (does the server offer any? see 'mcpx status').")
 			return nil
 		}
 		t := newTable(w, "PROMPT", "SERVER", "ARGUMENTS", "DESCRIPTION")

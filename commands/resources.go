@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -37,7 +36,7 @@ func runResources(c *cli.Context) error {
 	}
 	return render(c, out, func(w io.Writer) error {
 		if len(out) == 0 {
-			fmt.Fprintln(w, "No resources (does the server offer any? see 'mcpx status').")
+			emptyNote(w, "No resources (does the server offer any? see 'mcpx status').")
 			return nil
 		}
 		t := newTable(w, "SERVER", "URI", "NAME", "MIME TYPE", "SIZE")

@@ -91,7 +91,7 @@ func runServersList(c *cli.Context) error {
 		}
 		return render(c, st.Servers, func(w io.Writer) error {
 			if len(st.Servers) == 0 {
-				fmt.Fprintln(w, "No servers configured. Add one with: mcpx servers add NAME URL")
+				emptyNote(w, "No servers configured. Add one with: mcpx servers add NAME URL")
 				return nil
 			}
 			return serverTable(w, st.Servers)

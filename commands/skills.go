@@ -102,7 +102,7 @@ func runSkills(c *cli.Context) error {
 	if c.NArg() == 1 {
 		return render(c, list.Skills, func(w io.Writer) error {
 			if len(list.Skills) == 0 {
-				fmt.Fprintf(w, "%s offers no skills.\n", server)
+				emptyNote(w, server+" offers no skills.")
 				return nil
 			}
 			t := newTable(w, "SKILL", "DESCRIPTION", "URI", "FILES")

@@ -78,7 +78,7 @@ func runStatus(c *cli.Context) error {
 		}
 		fmt.Fprintln(w)
 		if len(st.Servers) == 0 {
-			fmt.Fprintln(w, "No servers configured. Add one with: mcpx servers add NAME URL")
+			emptyNote(w, "No servers configured. Add one with: mcpx servers add NAME URL")
 			return nil
 		}
 		if err := serverTable(w, st.Servers); err != nil {

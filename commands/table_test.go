@@ -42,7 +42,7 @@ func TestTableAsTSV(t *testing.T) {
 		w    func(*bytes.Buffer) io.Writer
 		want []string
 	}{
-		{"tsv", func(b *bytes.Buffer) io.Writer { return tsvWriter{b} }, []string{
+		{"tsv", func(b *bytes.Buffer) io.Writer { return tsvWriter{b, io.Discard} }, []string{
 			"SERVER\tDETAIL",
 			"docs\ta b c",  // a tab and line breaks inside a cell become spaces
 			"api\t" + long, // never cut

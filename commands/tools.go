@@ -2,7 +2,6 @@ package commands
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -94,7 +93,7 @@ func runToolsAdHoc(c *cli.Context, t *api.AdHocTarget) error {
 
 func toolsTable(w io.Writer, tools []api.Tool) error {
 	if len(tools) == 0 {
-		fmt.Fprintln(w, "No tools (are the servers ready? see 'mcpx status').")
+		emptyNote(w, "No tools (are the servers ready? see 'mcpx status').")
 		return nil
 	}
 	t := newTable(w, "TOOL", "SERVER", "KIND", "DESCRIPTION")

@@ -136,6 +136,10 @@ func TestExitCodeTable(t *testing.T) {
 	if tsv[0] != "TOOL\tSERVER\tKIND\tDESCRIPTION" || strings.Count(tsv[1], "\t") != 3 {
 		t.Errorf("tools piped: not TSV:\n%s", strings.Join(tsv, "\n"))
 	}
+	// An empty list leaves TSV empty; the words go to stderr.
+	if r := e.run("tools", "broken"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "No tools") {
+		t.Errorf("tools of a server with none, piped: want nothing on stdout:\n%s", r)
+	}
 	if aligned := e.mustRun("tools", "fixture", "-o", "table").stdout; strings.Contains(aligned, "\t") || !strings.HasPrefix(aligned, "TOOL   ") {
 		t.Errorf("tools -o table: not aligned:\n%s", aligned)
 	}
