@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -62,14 +65,17 @@ func runPrompts(c *cli.Context) error {
 var promptCommand = &cli.Command{
 	Name:      "prompt",
 	Usage:     "get a prompt of SERVER with its arguments, through proxyd",
-	ArgsUsage: "SERVER NAME [KEY=VALUE ...]",
-	Description: `Gets prompt NAME (the server's own name or the exposed one) from SERVER
-with KEY=VALUE arguments (prompt arguments are strings), recorded in the
-activity log, and prints its messages. Exits 8 when there is no such
-prompt.
+	ArgsUsage: "SERVER NAME [KEY=VALUE ...] | EXPOSED [KEY=VALUE ...]",
+	Description: `Gets prompt NAME (the server's own name or the exposed one) from SERVER,
+or the prompt an exposed name alone names, with KEY=VALUE arguments
+(prompt arguments are strings), recorded in the activity log, and prints
+its messages. Exits 8 when there is no such prompt (with the nearest
+name), 2 when an argument the prompt requires is missing; a key the
+prompt does not take is sent with a warning.
 
 Examples:
    mcpx prompt everything simple-prompt
+   mcpx prompt everything__simple-prompt
    mcpx prompt everything complex-prompt temperature=0.7 style=terse`,
 	Flags: []cli.Flag{
 		outputFlag, saveFlag,
@@ -80,15 +86,19 @@ Examples:
 }
 
 func runPrompt(c *cli.Context) error {
-	if c.NArg() < 2 {
-		return usageErr("prompt needs SERVER and NAME")
+	if c.NArg() < 1 {
+		return usageErr("prompt needs SERVER and NAME, or the exposed name alone")
 	}
 	if _, err := format(c); err != nil {
 		return err
 	}
-	server, name := c.Args().Get(0), c.Args().Get(1)
+	server, name, rest := c.Args().Get(0), c.Args().Get(1), c.Args().Slice()[min(2, c.NArg()):]
+	if c.NArg() == 1 || strings.Contains(name, "=") {
+		// The exposed name alone, as 'mcpx prompts' lists it.
+		server, name, rest = "", server, c.Args().Slice()[1:]
+	}
 	args := map[string]string{}
-	for _, kv := range c.Args().Slice()[2:] {
+	for _, kv := range rest {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return usageErr("argument %q is not KEY=VALUE", kv)
@@ -98,12 +108,21 @@ func runPrompt(c *cli.Context) error {
 		}
 		args[k] = v
 	}
-	// The exposed name works too: find the server's own name.
-	if prompts, err := newClient(c).Prompts(c.Context, server); err == nil {
-		for _, p := range prompts {
-			if p.Exposed == name && p.Name != name {
-				name = p.Name
-			}
+	prompts, err := newClient(c).Prompts(c.Context, server)
+	if err != nil {
+		return daemonErr(err)
+	}
+	p, err := findPrompt(prompts, server, name)
+	if err != nil && server == "" && len(rest) == 0 && isServer(c, name) {
+		return usageErr("prompt needs NAME after SERVER %s (see 'mcpx prompts %s')", name, name)
+	}
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		server, name = p.Server, p.Name
+		if err := checkPromptArguments(c, p, args); err != nil {
+			return err
 		}
 	}
 	params, _ := jsonObject(map[string]any{"name": name, "arguments": args})
@@ -138,3 +157,61 @@ func runPrompt(c *cli.Context) error {
 
 // jsonObject marshals params of a request.
 func jsonObject(v map[string]any) (json.RawMessage, error) { return json.Marshal(v) }
+
+// findPrompt finds name (the server's own or the exposed one) among the
+// listed prompts; without a server, only an exposed name. A prompt not
+// listed is an error naming the nearest one, unless the server lists
+// none at all (nil: the request goes, and the server answers).
+func findPrompt(prompts []api.Prompt, server, name string) (*api.Prompt, error) {
+	var names []string
+	for i, p := range prompts {
+		if p.Exposed == name || (server != "" && p.Name == name) {
+			return &prompts[i], nil
+		}
+		names = append(names, p.Exposed)
+		if server != "" {
+			names = append(names, p.Name)
+		}
+	}
+	if server != "" && len(prompts) == 0 {
+		return nil, nil
+	}
+	where := "no server exposes a prompt"
+	see := "mcpx prompts"
+	if server != "" {
+		where = fmt.Sprintf("server %q has no prompt", server)
+		see += " " + server
+	}
+	return nil, exitErr(ExitNotFound, fmt.Errorf("%s named %q%s (see '%s')", where, name, editdistance.DidYouMean(name, names), see))
+}
+
+// checkPromptArguments refuses a prompt's request without an argument it
+// requires, and names on stderr a key it does not take (sent as given).
+func checkPromptArguments(c *cli.Context, p *api.Prompt, args map[string]string) error {
+	var missing, known []string
+	for _, a := range p.Arguments {
+		known = append(known, a.Name)
+		if _, ok := args[a.Name]; a.Required && !ok {
+			missing = append(missing, a.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return usageErr("prompt %s needs %s=VALUE (its arguments: %s; see 'mcpx prompts %s')", p.Exposed, strings.Join(missing, "=VALUE "), strings.Join(known, ", "), p.Server)
+	}
+	takes := "it takes none"
+	if len(known) > 0 {
+		takes = "its arguments: " + strings.Join(known, ", ")
+	}
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if !slices.Contains(known, k) {
+			errorf(c, "warning: prompt %s has no argument %q%s (%s); sent as given\n", p.Exposed, k, editdistance.DidYouMean(k, known), takes)
+		}
+	}
+	return nil
+}
+
+// isServer says whether name is a server proxyd has.
+func isServer(c *cli.Context, name string) bool {
+	st, err := newClient(c).Status(c.Context)
+	return err == nil && slices.ContainsFunc(st.Servers, func(s api.ServerStatus) bool { return s.Name == name })
+}

@@ -39,16 +39,16 @@ func runResources(c *cli.Context) error {
 			emptyNote(w, "No resources (does the server offer any? see 'mcpx status').")
 			return nil
 		}
-		t := newTable(w, "SERVER", "URI", "NAME", "MIME TYPE", "SIZE")
+		t := newTable(w, "SERVER", "KIND", "URI", "NAME", "MIME TYPE", "SIZE")
 		for _, r := range out {
-			uri, size := r.URI, "-"
+			kind, uri, size := "resource", r.URI, "-"
 			if uri == "" {
-				uri = r.URITemplate + " (template)"
+				kind, uri = "template", r.URITemplate // a column of its own: the URI cell stays a URI
 			}
 			if r.Size > 0 {
 				size = byteSize(r.Size)
 			}
-			_ = t.Append([]string{r.Server, t.Fit(uri, 70, oneLine), t.Fit(firstNonEmpty(r.Title, r.Name), 40, oneLine), dash(r.MimeType), size})
+			_ = t.Append([]string{r.Server, kind, t.Fit(uri, 70, oneLine), t.Fit(firstNonEmpty(r.Title, r.Name), 40, oneLine), dash(r.MimeType), size})
 		}
 		return t.Render()
 	})

@@ -34,13 +34,15 @@ func TestResourcesPromptsRPC(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"resources"}, 0, []string{"demo://resource/dynamic/text/{resourceId} (template)"}},
+		{[]string{"resources"}, 0, []string{"template\tdemo://resource/dynamic/text/{resourceId}\t"}},
 		{[]string{"read", "everything", "demo://resource/dynamic/text/1"}, 0, []string{"[resource] demo://resource/dynamic/text/1", "Resource 1"}},
 		{[]string{"read", "everything", "demo://resource/dynamic/blob/2", "--save", save}, 0, []string{"[resource] demo://resource/dynamic/blob/2", "saved to " + save}},
 		{[]string{"prompts", "everything"}, 0, []string{"everything__args-prompt", "city*"}},
 		{[]string{"prompt", "everything", "args-prompt", "city=Paris"}, 0, []string{"USER:", "Paris"}},
 		{[]string{"prompt", "everything", "everything__simple-prompt"}, 0, []string{"USER:"}},
 		{[]string{"prompt", "everything", "no-such-prompt"}, 8, nil},
+		{[]string{"prompt", "everything__simple-prompt"}, 0, []string{"USER:"}},
+		{[]string{"prompt", "everything__args-prompt", "city=Paris"}, 0, []string{"Paris"}},
 		{[]string{"rpc", "everything", "ping"}, 0, []string{"{}"}},
 		{[]string{"rpc", "everything", "prompts/list"}, 0, []string{"args-prompt"}},
 		{[]string{"rpc", "everything", "no/such/method"}, 4, nil},
@@ -61,6 +63,22 @@ func TestResourcesPromptsRPC(t *testing.T) {
 			if !strings.Contains(r.stdout, w) {
 				t.Errorf("stdout lacks %q\n%s", w, r)
 			}
+		}
+	}
+	// What the command line can tell before asking: a required argument
+	// missing, a name not listed (with the nearest), a key not taken.
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"prompt", "everything", "args-prompt"}, 2, "prompt everything__args-prompt needs city=VALUE"},
+		{[]string{"prompt", "everything", "simple-promp"}, 8, `did you mean "simple-prompt"?`},
+		{[]string{"prompt", "everything__simple-promp"}, 8, `no server exposes a prompt named "everything__simple-promp" (did you mean "everything__simple-prompt"?)`},
+		{[]string{"prompt", "everything", "args-prompt", "city=Paris", "ctiy=Rome"}, 0, `prompt everything__args-prompt has no argument "ctiy" (did you mean "city"?)`},
+	} {
+		if r := e.run(c.args...); r.code != c.code || !strings.Contains(r.stderr, c.stderr) {
+			t.Errorf("want exit %d and %q on stderr\n%s", c.code, c.stderr, r)
 		}
 	}
 	files, _ := os.ReadDir(save)
