@@ -460,8 +460,8 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// replayHealthFor bounds the replay of the health window at start: a
-// busy log holds many records, and a start must not wait long for them.
+// replayHealthFor bounds the replay of the health window at start: one
+// grouped query, but a start must not wait long on a busy database.
 const replayHealthFor = 3 * time.Second
 
 // replayHealth fills the health window from this replica's records of
@@ -471,7 +471,7 @@ const replayHealthFor = 3 * time.Second
 func (d *Daemon) replayHealth(ctx context.Context, replica string) {
 	ctx, cancel := context.WithTimeout(ctx, replayHealthFor)
 	defer cancel()
-	if err := replayHealth(ctx, d.activity, d.health, time.Now(), replica); err != nil {
+	if err := replayHealth(ctx, d.activity, d.health, replica); err != nil {
 		d.log.Warn("the health window was not replayed in full from the activity log", "err", err)
 	}
 }

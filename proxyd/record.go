@@ -120,7 +120,7 @@ func (r *Record) ActivitySummary(ctx context.Context, q api.ActivityQuery, by st
 // replayed from the activity log; the state is unknown without the daemon.
 func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus, error) {
 	tr := health.NewTracker(nil)
-	if err := replayHealth(ctx, r.act, tr, time.Now()); err != nil {
+	if err := replayHealth(ctx, r.act, tr); err != nil {
 		return nil, err
 	}
 	out := []api.ServerStatus{}
@@ -139,18 +139,20 @@ func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus,
 }
 
 // replayHealth counts into tr the tool calls of the health window ending
-// at until that the activity log holds (of these replicas only, when
-// named), as a running proxyd counted them: the record read while proxyd
-// is down, and a proxyd starting again, give the window the same answer.
-func replayHealth(ctx context.Context, act *activity.Store, tr *health.Tracker, until time.Time, replicas ...string) error {
-	f := activity.Filter{Since: until.Add(-health.Window), Until: until, Replicas: replicas}
-	return act.Export(ctx, f, func(rec api.ActivityRecord) error {
-		if rec.Method != "" {
-			return nil // not a tool call: not in the window (see Daemon.relayRecorded)
-		}
-		tr.ObserveAt(rec.Server, callerr.Classification{Class: rec.ErrorClass, Domain: rec.FaultDomain}, rec.Time)
-		return nil
-	})
+// now that the activity log holds (of these replicas only, when named),
+// each at its end as a running proxyd counted it: the record read while
+// proxyd is down, and a proxyd starting again, give the window the same
+// answer. A call that started up to a window before the window's start
+// may have ended in it.
+func replayHealth(ctx context.Context, act *activity.Store, tr *health.Tracker, replicas ...string) error {
+	counts, err := act.ToolCallsEnded(ctx, time.Now().Add(-2*health.Window), health.BucketWidth, replicas...)
+	if err != nil {
+		return err
+	}
+	for _, c := range counts {
+		tr.Add(c.Server, callerr.Classification{Class: c.ErrorClass, Domain: c.FaultDomain}, c.End, c.Calls)
+	}
+	return nil
 }
 
 // ConfiguredServers are the config's servers as a status reports them

@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -701,6 +702,51 @@ func TestBatchIDsFollowAddOrder(t *testing.T) {
 			stored, err := s.Get(context.Background(), r.ID)
 			if err != nil || stored != r {
 				t.Fatalf("record %d: live %+v, stored under its id %+v (%v)", i, r, stored, err)
+			}
+		}
+	})
+}
+
+// TestToolCallsEnded: the health window's replay counts tool calls by
+// server, outcome and the slot their end falls in, of the replicas named.
+func TestToolCallsEnded(t *testing.T) {
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{Replica: "a"})
+		mk := func(at time.Duration, server, class, domain, method, replica string, dur time.Duration) Record {
+			return Record{Time: t0.Add(at), Server: server, Tool: "x", Status: api.StatusOK, ErrorClass: class, FaultDomain: domain,
+				Method: method, Replica: replica, DurationMS: float64(dur.Microseconds()) / 1000}
+		}
+		for _, r := range []Record{
+			mk(-time.Minute, "docs", "", "", "", "", time.Millisecond), // before since
+			mk(0, "docs", "", "", "", "", time.Millisecond),
+			mk(time.Second, "docs", "", "", "", "", time.Millisecond),
+			mk(2*time.Second, "docs", callerr.ClassHTTP, callerr.DomainUpstream, "", "", time.Millisecond),
+			mk(3*time.Second, "docs", "", "", "", "", 25*time.Second),                                       // ends two slots on
+			mk(4*time.Second, "docs", "", "", "resources/read", "", time.Millisecond),                       // not a tool call
+			mk(5*time.Second, "docs", callerr.ClassHTTP, callerr.DomainUpstream, "", "b", time.Millisecond), // another replica
+		} {
+			s.Add(r)
+		}
+		flush(t, s)
+		got, err := s.ToolCallsEnded(context.Background(), t0, 10*time.Second, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(got, func(a, b EndedCount) int {
+			return cmp.Or(a.End.Compare(b.End), strings.Compare(a.ErrorClass, b.ErrorClass))
+		})
+		want := []EndedCount{
+			{Server: "docs", End: t0, Calls: 2},
+			{Server: "docs", ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, End: t0, Calls: 1},
+			{Server: "docs", End: t0.Add(20 * time.Second), Calls: 1},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("got %+v, want %+v", got, want)
+		}
+		for i := range want {
+			if got[i].Server != want[i].Server || got[i].ErrorClass != want[i].ErrorClass || got[i].FaultDomain != want[i].FaultDomain ||
+				!got[i].End.Equal(want[i].End) || got[i].Calls != want[i].Calls {
+				t.Errorf("row %d: got %+v, want %+v", i, got[i], want[i])
 			}
 		}
 	})

@@ -74,14 +74,14 @@ func slot(t time.Time) int64 { return t.UnixNano() / int64(BucketWidth) }
 // Observe counts one finished call: a success when c.Class is empty, a
 // failure otherwise, nothing for excluded classes.
 func (t *Tracker) Observe(server string, c callerr.Classification) {
-	t.ObserveAt(server, c, t.now())
+	t.Add(server, c, t.now(), 1)
 }
 
-// ObserveAt counts a call that finished at a given time: the activity
-// log replayed into a new tracker. A time older than its slot's bucket
-// is outside the window already and counts for nothing.
-func (t *Tracker) ObserveAt(server string, c callerr.Classification, at time.Time) {
-	if !Counted(c) {
+// Add counts n calls that finished at a given time: the activity log
+// replayed into a new tracker. A time older than its slot's bucket is
+// outside the window already and counts for nothing.
+func (t *Tracker) Add(server string, c callerr.Classification, at time.Time, n int) {
+	if !Counted(c) || n <= 0 {
 		return
 	}
 	idx := slot(at)
@@ -99,13 +99,13 @@ func (t *Tracker) ObserveAt(server string, c callerr.Classification, at time.Tim
 	if b.idx != idx {
 		*b = bucket{idx: idx}
 	}
-	b.calls++
+	b.calls += n
 	if c.Class != "" {
-		b.failed++
+		b.failed += n
 		if b.byCls == nil {
 			b.byCls = make(map[string]int, 2)
 		}
-		b.byCls[c.Class]++
+		b.byCls[c.Class] += n
 	}
 }
 

@@ -186,23 +186,24 @@ func TestConcurrentObserve(t *testing.T) {
 	}
 }
 
-// TestObserveAtReplays: calls counted at their own times (a replay of the
+// TestAddReplays: calls counted at their own times (a replay of the
 // activity log) land in the window as they would have live; one older
 // than the window, or than what its slot holds, counts for nothing.
-func TestObserveAtReplays(t *testing.T) {
+func TestAddReplays(t *testing.T) {
 	c := newClock()
 	tr := NewTracker(c.now)
 	now := c.now()
-	tr.ObserveAt("docs", h502, now.Add(-Window-time.Second)) // before the window
-	tr.ObserveAt("docs", h502, now.Add(-4*time.Minute))
-	tr.ObserveAt("docs", ok, now.Add(-time.Minute))
-	tr.ObserveAt("docs", h502, now.Add(-time.Second))
+	tr.Add("docs", h502, now.Add(-Window-time.Second), 1) // before the window
+	tr.Add("docs", h502, now.Add(-4*time.Minute), 1)
+	tr.Add("docs", ok, now.Add(-time.Minute), 1)
+	tr.Add("docs", h502, now.Add(-time.Second), 2)
+	tr.Add("docs", ok, now.Add(-time.Second), 0) // nothing
 	tr.Observe("docs", h502)
 	// The slot of 4 minutes ago holds that bucket; a call a whole
 	// window before it maps to the same slot and is dropped.
-	tr.ObserveAt("docs", h502, now.Add(-4*time.Minute-Window))
+	tr.Add("docs", h502, now.Add(-4*time.Minute-Window), 1)
 	got := tr.Snapshot("docs")
-	if got.Calls != 4 || got.Failed != 3 {
-		t.Errorf("replayed window: %+v, want 4 calls, 3 failed", got)
+	if got.Calls != 5 || got.Failed != 4 || !got.Degraded {
+		t.Errorf("replayed window: %+v, want 5 calls, 4 failed, degraded", got)
 	}
 }
