@@ -322,7 +322,7 @@ func runActivityFollow(c *cli.Context) error {
 	if f == "table" {
 		errorf(c, "following activity (Ctrl-C to stop)\n")
 	}
-	on := colorEnabled(c)
+	on, tsv := colorEnabled(c), tsvOutput(c)
 	w := c.App.Writer
 	st, err := newClient(c).FollowActivity(ctx, q)
 	if err != nil {
@@ -351,6 +351,11 @@ func runActivityFollow(c *cli.Context) error {
 			}
 			fmt.Fprintf(w, "---\n%s", b)
 		default:
+			if tsv {
+				// As the list's TSV: tab-separated, uncoloured.
+				fmt.Fprintln(w, strings.Join(tsvRow(shownRow(activityRow(r))), "\t"))
+				continue
+			}
 			fmt.Fprintln(w, color(on && domainColor(r.FaultDomain) != "", domainColor(r.FaultDomain), strings.Join(activityRow(r), "  ")))
 		}
 	}

@@ -294,12 +294,18 @@ func (t *table) Fit(s string, max int, cut func(string, int) string) string {
 // ColorRows sets an ANSI colour code per appended row ("" for none).
 func (t *table) ColorRows(codes []string) { t.rowColors = codes }
 
-// Append adds a row, its cells shown safely.
-func (t *table) Append(row []string) error {
+// shownRow is row with each cell shown safely.
+func shownRow(row []string) []string {
 	cells := make([]string, len(row))
 	for i, c := range row {
 		cells[i] = shown(c)
 	}
+	return cells
+}
+
+// Append adds a row, its cells shown safely.
+func (t *table) Append(row []string) error {
+	cells := shownRow(row)
 	if t.tsv {
 		t.rows = append(t.rows, tsvRow(cells))
 		return nil

@@ -92,9 +92,11 @@ func runPrompt(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
+	// SERVER NAME when the first word is a server, else the exposed name
+	// alone (as 'mcpx prompts' lists it) with its arguments.
+	servers := serverStates(c)
 	server, name, rest := c.Args().Get(0), c.Args().Get(1), c.Args().Slice()[min(2, c.NArg()):]
-	if c.NArg() == 1 || strings.Contains(name, "=") {
-		// The exposed name alone, as 'mcpx prompts' lists it.
+	if _, isServer := servers[server]; c.NArg() == 1 || (!isServer && strings.Contains(name, "=")) {
 		server, name, rest = "", server, c.Args().Slice()[1:]
 	}
 	args := map[string]string{}
@@ -113,8 +115,15 @@ func runPrompt(c *cli.Context) error {
 		return daemonErr(err)
 	}
 	p, err := findPrompt(prompts, server, name)
-	if err != nil && server == "" && len(rest) == 0 && isServer(c, name) {
+	if _, isServer := servers[name]; err != nil && server == "" && isServer {
 		return usageErr("prompt needs NAME after SERVER %s (see 'mcpx prompts %s')", name, name)
+	}
+	if err != nil && server != "" && strings.Contains(name, "=") {
+		return usageErr("prompt needs NAME after SERVER %s, before %s (see 'mcpx prompts %s')", server, name, server)
+	}
+	if st := servers[server]; err != nil && server != "" && st != api.StateReady && st != api.StateDegraded {
+		// Its prompts are not known now: the server says (or its state).
+		p, err = nil, nil
 	}
 	if err != nil {
 		return err
@@ -210,8 +219,14 @@ func checkPromptArguments(c *cli.Context, p *api.Prompt, args map[string]string)
 	return nil
 }
 
-// isServer says whether name is a server proxyd has.
-func isServer(c *cli.Context, name string) bool {
-	st, err := newClient(c).Status(c.Context)
-	return err == nil && slices.ContainsFunc(st.Servers, func(s api.ServerStatus) bool { return s.Name == name })
+// serverStates are the servers proxyd has and their states (none when it
+// cannot tell: the request then says why).
+func serverStates(c *cli.Context) map[string]api.State {
+	out := map[string]api.State{}
+	if st, err := newClient(c).Status(c.Context); err == nil {
+		for _, s := range st.Servers {
+			out[s.Name] = s.State
+		}
+	}
+	return out
 }

@@ -39,7 +39,7 @@ func runResources(c *cli.Context) error {
 			emptyNote(w, "No resources (does the server offer any? see 'mcpx status').")
 			return nil
 		}
-		t := newTable(w, "SERVER", "KIND", "URI", "NAME", "MIME TYPE", "SIZE")
+		t := newTable(w, "SERVER", "URI", "NAME", "MIME TYPE", "SIZE", "KIND") // KIND last: the columns before it stay where they were
 		for _, r := range out {
 			kind, uri, size := "resource", r.URI, "-"
 			if uri == "" {
@@ -48,7 +48,7 @@ func runResources(c *cli.Context) error {
 			if r.Size > 0 {
 				size = byteSize(r.Size)
 			}
-			_ = t.Append([]string{r.Server, kind, t.Fit(uri, 70, oneLine), t.Fit(firstNonEmpty(r.Title, r.Name), 40, oneLine), dash(r.MimeType), size})
+			_ = t.Append([]string{r.Server, t.Fit(uri, 70, oneLine), t.Fit(firstNonEmpty(r.Title, r.Name), 40, oneLine), dash(r.MimeType), size, kind})
 		}
 		return t.Render()
 	})

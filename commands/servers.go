@@ -83,7 +83,9 @@ func runServersList(c *cli.Context) error {
 	}
 	st, err := newClient(c).Status(c.Context)
 	if err == nil {
-		warnOtherConfig(c, st)
+		if c.IsSet("config") {
+			warnOtherConfig(c, st)
+		}
 		if st.ConfigError != "" {
 			// The list is the running configuration's, not the file's
 			// as it now reads: say why they differ.

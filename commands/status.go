@@ -57,6 +57,7 @@ func runStatus(c *cli.Context) error {
 		}
 		return daemonErr(err)
 	}
+	st.Running = true // it answered (a proxyd older than the field sends none)
 	if c.IsSet("config") {
 		warnOtherConfig(c, st)
 	}
@@ -132,7 +133,7 @@ func statusNotRunning(c *cli.Context, down error) error {
 	if err != nil {
 		// 'mcpx up' would fail on it: the fix comes first.
 		errorf(c, "%v\n", err)
-		st.ConfigError = redact.Control(err.Error())
+		st.ConfigError = redact.Control(redact.Text(err.Error()))
 		down = fmt.Errorf("proxyd is not running (no socket at %s), and its config file has the error above: fix it, then start proxyd with 'mcpx up'", st.Socket)
 	} else {
 		st.Servers = proxyd.ConfiguredServers(cfg)

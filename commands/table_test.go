@@ -88,15 +88,3 @@ func TestOneLineCutsWholeCharacters(t *testing.T) {
 		t.Errorf("fitCause cut a character: %q", got)
 	}
 }
-
-// TestFitCauseOfAStdioChild: the cause of a stdio child that wrote a
-// banner keeps the statement, not only the quoted line.
-func TestFitCauseOfAStdioChild(t *testing.T) {
-	cause := `initialize: transport error: stdio server "/bin/sh" did not answer, nor exit when its stdin closed, and proxyd ended it (signal: terminated); last stderr: oops; ` +
-		`stdio server "/bin/sh" wrote lines to stdout that are not JSON-RPC, such as "hello not json" (stdout carries MCP messages only; logs belong on stderr)`
-	for _, max := range []int{60, 100} {
-		if got := fitCause(cause, max); !strings.Contains(got, "wrote lines to stdout") {
-			t.Errorf("fitCause(…, %d) = %q", max, got)
-		}
-	}
-}

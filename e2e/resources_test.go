@@ -34,7 +34,7 @@ func TestResourcesPromptsRPC(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"resources"}, 0, []string{"template\tdemo://resource/dynamic/text/{resourceId}\t"}},
+		{[]string{"resources"}, 0, []string{"\tdemo://resource/dynamic/text/{resourceId}\t", "\ttemplate\n"}},
 		{[]string{"read", "everything", "demo://resource/dynamic/text/1"}, 0, []string{"[resource] demo://resource/dynamic/text/1", "Resource 1"}},
 		{[]string{"read", "everything", "demo://resource/dynamic/blob/2", "--save", save}, 0, []string{"[resource] demo://resource/dynamic/blob/2", "saved to " + save}},
 		{[]string{"prompts", "everything"}, 0, []string{"everything__args-prompt", "city*"}},
@@ -76,6 +76,8 @@ func TestResourcesPromptsRPC(t *testing.T) {
 		{[]string{"prompt", "everything", "simple-promp"}, 8, `did you mean "simple-prompt"?`},
 		{[]string{"prompt", "everything__simple-promp"}, 8, `no server exposes a prompt named "everything__simple-promp" (did you mean "everything__simple-prompt"?)`},
 		{[]string{"prompt", "everything", "args-prompt", "city=Paris", "ctiy=Rome"}, 0, `prompt everything__args-prompt has no argument "ctiy" (did you mean "city"?)`},
+		{[]string{"prompt", "everything", "city=Paris"}, 2, "prompt needs NAME after SERVER everything, before city=Paris"},
+		{[]string{"prompt", "everything"}, 2, "prompt needs NAME after SERVER everything"},
 	} {
 		if r := e.run(c.args...); r.code != c.code || !strings.Contains(r.stderr, c.stderr) {
 			t.Errorf("want exit %d and %q on stderr\n%s", c.code, c.stderr, r)

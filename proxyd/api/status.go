@@ -70,7 +70,7 @@ type ServerStatus struct {
 	State           State      `json:"state"`
 	Summary         string     `json:"summary,omitempty"`
 	LastError       string     `json:"last_error,omitempty"`
-	Since           time.Time  `json:"since,omitzero"`
+	Since           time.Time  `json:"since"`
 	NextRetry       *time.Time `json:"next_retry,omitempty"`
 	Attempts        int        `json:"attempts,omitempty"`
 	Tools           int        `json:"tools"`

@@ -72,6 +72,9 @@ func (c *Conn) backOffAfterBreach(err error, up time.Duration) bool {
 	c.mu.Lock()
 	c.attempts++
 	c.nextRetry = c.opts.now().Add(d)
+	if c.failingSince.IsZero() {
+		c.failingSince = c.opts.now()
+	}
 	c.mu.Unlock()
 	c.setState(api.StateError, fmt.Sprintf("%v (connecting again in %s)", err, d))
 	c.opts.changed(c.name)

@@ -91,7 +91,7 @@ func (c *Conn) settle(err error, delay time.Duration) {
 	} else {
 		c.attempts++
 		c.nextRetry = c.opts.now().Add(delay)
-		if c.attempts == 1 {
+		if c.failingSince.IsZero() {
 			c.failingSince = c.opts.now()
 		}
 	}

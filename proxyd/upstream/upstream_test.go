@@ -211,6 +211,11 @@ func TestStdioStrayStdout(t *testing.T) {
 	if strings.Contains(st.LastError, "notifications/message") {
 		t.Errorf("last error %q names a JSON-RPC line", st.LastError)
 	}
+	// A shortened cause keeps the last link of the chain: it must say
+	// what happened, not be the quoted lines alone.
+	if last := st.LastError[strings.LastIndex(st.LastError, ": ")+2:]; !strings.Contains(last, "wrote lines to stdout") {
+		t.Errorf("the error's last link is %q, not the statement", last)
+	}
 }
 
 // A child that neither answers nor exits when its stdin closes is ended
