@@ -2,6 +2,7 @@ package commands
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -48,11 +49,21 @@ func runTools(c *cli.Context) error {
 	if c.NArg() > 1 {
 		return usageErr("tools takes at most one SERVER")
 	}
-	tools, err := newClient(c).Tools(c.Context, c.Args().First())
+	server := c.Args().First()
+	tools, err := newClient(c).Tools(c.Context, server)
 	if err != nil {
 		return daemonErr(err)
 	}
-	return render(c, tools, func(w io.Writer) error { return toolsTable(w, tools) })
+	return render(c, tools, func(w io.Writer) error {
+		if len(tools) == 0 && server != "" {
+			// Say why the server has none to show, when its state does.
+			if st := serverStates(c)[server]; st != api.StateReady && st != api.StateDegraded && st != "" {
+				emptyNote(w, fmt.Sprintf("No tools: %s is %s (see 'mcpx status %s').", server, st.Phrase(), server))
+				return nil
+			}
+		}
+		return toolsTable(w, tools)
+	})
 }
 
 // runToolsAdHoc lists the tools of a one-shot target.

@@ -137,7 +137,7 @@ func TestExitCodeTable(t *testing.T) {
 		t.Errorf("tools piped: not TSV:\n%s", strings.Join(tsv, "\n"))
 	}
 	// An empty list leaves TSV empty; the words go to stderr.
-	if r := e.run("tools", "broken"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "No tools") {
+	if r := e.run("tools", "broken"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "No tools: broken is in error (see 'mcpx status broken')") {
 		t.Errorf("tools of a server with none, piped: want nothing on stdout:\n%s", r)
 	}
 	if aligned := e.mustRun("tools", "fixture", "-o", "table").stdout; strings.Contains(aligned, "\t") || !strings.HasPrefix(aligned, "TOOL   ") {
