@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
 // TestOutputConsistency: -o everywhere (activity export too, --format an
@@ -63,6 +66,33 @@ func TestOutputConsistency(t *testing.T) {
 	if r := e.run("activity", "follow", "--until", "+300ms"); r.code != 0 {
 		t.Errorf("follow --until +300ms: want it to end by itself with exit 0\n%s", r)
 	}
+	// Off a terminal follow streams TSV rows, as the list prints them:
+	// calls are made until one shows in the stream (follow starts from
+	// now, so the first may come before it listens).
+	var out syncBuffer
+	follow := exec.Command(mcpxBin, append(e.globals(), "activity", "follow", "--until", "+60s")...)
+	follow.Env, follow.Stdout = e.environ(), &out
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = follow.Process.Kill(); _ = follow.Wait() }()
+	calls := 0
+	waitfor.Cond(t, 30*time.Second, "a followed call in the stream", func() (bool, string) {
+		if strings.Contains(out.String(), "\techo\t") {
+			return true, ""
+		}
+		if calls < 100 {
+			calls++
+			e.mustRun("call", "fixture", "echo", "text=followed")
+		}
+		return false, out.String()
+	})
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.Count(line, "\t") != 8 || strings.Contains(line, "\x1b[") {
+			t.Errorf("follow, piped: not a TSV row of nine cells: %q", line)
+		}
+	}
+
 	var up map[string]any
 	e.runJSON(0, &up, "up")
 	if up["pid"] == nil {
