@@ -52,6 +52,9 @@ func runDrillRefresh(c *cli.Context) error {
 	if _, err := reportFormat(c); err != nil {
 		return err
 	}
+	if n := c.Int("callers"); n < 1 || n > 1000 {
+		return usageErr("--callers must be between 1 and 1000")
+	}
 	req := api.RefreshDrillRequest{Server: c.Args().First(), Callers: c.Int("callers")}
 	if others := api.SplitList(c.StringSlice("replicas")); len(others) > 0 {
 		return refreshDrillReplicas(c, req, others)

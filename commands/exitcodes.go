@@ -46,7 +46,7 @@ var exitCodes = []struct {
 	{"6", "sign-in required: not signed in, the grant is gone, or a request failed with class `auth`"},
 	{"7", "the config file is invalid (also `reload` of an invalid file: the running configuration stays)"},
 	{"8", "no such server, tool, prompt or activity record (with a did-you-mean when one is near)"},
-	{"9", "unavailable: `health` finds a server not ready or degraded, a drill cannot run (server not ready, nothing to call), `status SERVER` of a server in state `error`"},
+	{"9", "unavailable: `health` finds a server not ready or degraded, a drill cannot run (server not ready, nothing to call), `status SERVER` or `tools SERVER` of a server in state `error`"},
 	{"10", "`probe --require-auth-ok`: `auth_required`"},
 	{"11–18", "`probe`: `auth_misconfigured` 11, `dns_failure` 12, `connection_unreachable` 13, `timeout` 14, `tls_certificate` 15, `tls_protocol` 16, `http_status` 17, `not_mcp` 18"},
 	{"19", "`probe` with several targets, `--expect` or `--fail-on warn`: at least one target did not pass"},

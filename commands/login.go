@@ -181,8 +181,15 @@ func orNoneText(s string) string {
 // openAuthURL opens the browser on the authorization URL, or prints it.
 func openAuthURL(c *cli.Context, server, u string) {
 	if !c.Bool("no-browser") {
-		if err := openBrowser(u); err == nil {
-			errorf(c, "Opened your browser to sign in to %s; waiting for it to finish...\n", server)
+		failed := func(err error) {
+			errorf(c, "The browser command failed (%v): open the URL above in a browser to sign in to %s.\n", err, server)
+		}
+		if err := openBrowser(u, failed); err == nil {
+			// The URL too: a browser that opens nothing (a wrong $BROWSER,
+			// a remote shell) leaves the user a way on.
+			errorf(c, "Opened your browser to sign in to %s (or open this URL):\n", server)
+			fmt.Fprintln(c.App.ErrWriter, u)
+			errorf(c, "Waiting for the sign-in to finish...\n")
 			return
 		}
 	}
@@ -192,15 +199,20 @@ func openAuthURL(c *cli.Context, server, u string) {
 }
 
 // openBrowser runs $BROWSER (a command; the URL is its last argument), else
-// the platform's opener.
-func openBrowser(u string) error {
+// the platform's opener. A $BROWSER command that then fails is told to
+// failed (it may run as long as the browser does, so it is not waited for).
+func openBrowser(u string, failed func(error)) error {
 	if b := strings.TrimSpace(os.Getenv("BROWSER")); b != "" {
 		cmd := exec.Command("sh", "-c", b+` "$1"`, "mcpx-browser", u)
 		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 		if err := cmd.Start(); err != nil {
 			return err
 		}
-		go func() { _ = cmd.Wait() }()
+		go func() {
+			if err := cmd.Wait(); err != nil {
+				failed(err)
+			}
+		}()
 		return nil
 	}
 	opener := "xdg-open"

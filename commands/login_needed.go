@@ -31,7 +31,13 @@ func noSignInNeeded(c *cli.Context, server string) (done bool, err error) {
 	if err != nil || rep.Result.Code != probe.CodeOK {
 		return false, nil
 	}
-	fmt.Fprintf(c.App.Writer, "no sign-in needed: %s answers MCP without one (probe: %s); 'mcpx login %s --force' signs in anyway\n", server, rep.Result.Code, server)
+	msg := fmt.Sprintf("no sign-in needed: %s answers MCP without one (probe: %s); 'mcpx login %s --force' signs in anyway", server, rep.Result.Code, server)
+	if f, _ := format(c); f != "table" {
+		// A document for a script; the words for the person.
+		errorf(c, "%s\n", msg)
+		return true, render(c, api.LoginResult{Server: server, Scopes: []string{}, Warnings: []string{}, NotNeeded: true}, nil)
+	}
+	fmt.Fprintln(c.App.Writer, msg)
 	return true, nil
 }
 

@@ -54,16 +54,23 @@ func runTools(c *cli.Context) error {
 	if err != nil {
 		return daemonErr(err)
 	}
-	return render(c, tools, func(w io.Writer) error {
-		if len(tools) == 0 && server != "" {
-			// Say why the server has none to show, when its state does.
-			if st := serverStates(c)[server]; st != api.StateReady && st != api.StateDegraded && st != "" {
-				emptyNote(w, fmt.Sprintf("No tools: %s is %s (see 'mcpx status %s').", server, st.Phrase(), server))
-				return nil
-			}
+	var state api.State
+	if server != "" {
+		state = serverStates(c)[server]
+	}
+	err = render(c, tools, func(w io.Writer) error {
+		if len(tools) == 0 && state != "" && state != api.StateReady && state != api.StateDegraded {
+			// Say why the server has none to show.
+			emptyNote(w, fmt.Sprintf("No tools: %s is %s (see 'mcpx status %s').", server, state.Phrase(), server))
+			return nil
 		}
 		return toolsTable(w, tools)
 	})
+	if err == nil && state == api.StateError {
+		// As status SERVER: nothing of it is served (a CI gate).
+		return silentExit(ExitUnavailable)
+	}
+	return err
 }
 
 // runToolsAdHoc lists the tools of a one-shot target.

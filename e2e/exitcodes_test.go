@@ -126,6 +126,12 @@ func TestExitCodeTable(t *testing.T) {
 	if err := os.WriteFile(argsFile, []byte(`{"a": 40, "b": 2}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A server that needs no sign-in: login -o json is still a document.
+	var lr api.LoginResult
+	e.runJSON(0, &lr, "login", "fixture")
+	if !lr.NotNeeded || lr.Server != "fixture" {
+		t.Errorf("login of a server without sign-in, -o json: %+v", lr)
+	}
 	var running api.Status
 	e.runJSON(0, &running, "status")
 	if !running.Running {
@@ -137,7 +143,7 @@ func TestExitCodeTable(t *testing.T) {
 		t.Errorf("tools piped: not TSV:\n%s", strings.Join(tsv, "\n"))
 	}
 	// An empty list leaves TSV empty; the words go to stderr.
-	if r := e.run("tools", "broken"); r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "No tools: broken is in error (see 'mcpx status broken')") {
+	if r := e.run("tools", "broken"); r.code != 9 || r.stdout != "" || !strings.Contains(r.stderr, "No tools: broken is in error (see 'mcpx status broken')") {
 		t.Errorf("tools of a server with none, piped: want nothing on stdout:\n%s", r)
 	}
 	if aligned := e.mustRun("tools", "fixture", "-o", "table").stdout; strings.Contains(aligned, "\t") || !strings.HasPrefix(aligned, "TOOL   ") {
@@ -223,6 +229,7 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"call", "fixture", "echo", "text=x", "--timeout", "0s"}, want: 2, stderr: "give a duration above zero"},
 		{args: []string{"rpc", "fixture", "ping", "--timeout", "-1s"}, want: 2, stderr: "give a duration above zero"},
 		{args: []string{"activity", "--limit", "-1"}, want: 2, stderr: "give a count of 0 or more"},
+		{args: []string{"drill", "refresh", "fixture", "--callers", "0"}, want: 2, stderr: "--callers must be between 1 and 1000"},
 		{args: []string{"activity", "--limit", "x"}, want: 2, stderr: `--limit: "x" is not a whole number`},
 	})
 

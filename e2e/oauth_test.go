@@ -343,6 +343,27 @@ func TestOAuthRefreshFailures(t *testing.T) {
 	}
 }
 
+// TestOAuthLoginBrowserFails: a $BROWSER that fails is named, the URL
+// is printed all the same, and the wait ends at --timeout saying how to
+// go on.
+func TestOAuthLoginBrowserFails(t *testing.T) {
+	t.Parallel()
+	fx := startAuthFixture(t)
+	o := newOAuthEnv(t)
+	o.extraEnv = append(o.extraEnv, "BROWSER=false") // the last BROWSER wins
+	o.writeConfig(oauthConfig("docs", fx.MCP, ""))
+	o.up()
+	r := o.run("login", "docs", "--timeout", "3s")
+	for _, want := range []string{"The browser command failed (exit status 1)", "response_type=code", "no sign-in was completed in the browser in time"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("login with a failing $BROWSER: stderr lacks %q\n%s", want, r)
+		}
+	}
+	if r.code != 6 {
+		t.Errorf("login with a failing $BROWSER: want exit 6\n%s", r)
+	}
+}
+
 // TestOAuthLoginNoBrowser: with --no-browser the authorization URL is
 // printed on its own line; opening it anywhere completes the sign-in.
 func TestOAuthLoginNoBrowser(t *testing.T) {

@@ -154,7 +154,11 @@ func (r *runner) httpAndMCPSteps(ctx context.Context) {
 	}
 	r.add(StepAuth, StatusSkip, time.Time{}, "not protected: the server answered without authorization", nil)
 	hint := hintOK
-	if r.opts.ServerName != "" {
+	switch {
+	case r.opts.ServerName != "" && r.opts.CAOnlyHere:
+		hint = fmt.Sprintf("healthy with --ca-file only: proxyd does not trust that CA for %s; set `tls: {ca_file: %s}` on it in the config, then `mcpx reload`",
+			r.opts.ServerName, r.opts.CAFile)
+	case r.opts.ServerName != "":
 		hint = fmt.Sprintf("healthy: `mcpx tools %s` lists its tools through proxyd", r.opts.ServerName)
 	}
 	r.setResult(Result{Code: CodeOK,

@@ -73,6 +73,10 @@ type Options struct {
 	// ServerName is the configured name of the target, if any; hints use
 	// it to name the next command.
 	ServerName string
+	// CAOnlyHere: CAFile came with this probe (--ca-file), not from the
+	// configured server's tls.ca_file, so proxyd does not trust it for
+	// the server; a healthy verdict says so.
+	CAOnlyHere bool
 	// OAuthClientID is a configured OAuth client id: with it, an
 	// authorization server without dynamic registration is still usable.
 	OAuthClientID string

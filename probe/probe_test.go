@@ -219,6 +219,21 @@ func TestSSETransport(t *testing.T) {
 	}
 }
 
+// TestHealthyOnlyWithTheFlagsCA: a configured server found healthy with
+// a CA the probe was given, not its config's, is not called usable
+// through proxyd: the hint names the config key to set.
+func TestHealthyOnlyWithTheFlagsCA(t *testing.T) {
+	for _, only := range []bool{false, true} {
+		rep := probeFixture(t, tlsfixtures.KindOK, func(o *probe.Options) { o.ServerName, o.CAOnlyHere = "docs", only })
+		if rep.Result.Code != probe.CodeOK {
+			t.Fatalf("result %+v", rep.Result)
+		}
+		if got := strings.Contains(rep.Result.Hint, "tls: {ca_file:"); got != only {
+			t.Errorf("CAOnlyHere %v: hint %q", only, rep.Result.Hint)
+		}
+	}
+}
+
 func TestLocalhostResolves(t *testing.T) {
 	f, err := tlsfixtures.Start(tlsfixtures.KindOK)
 	if err != nil {
@@ -277,11 +292,15 @@ func TestNewOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := probe.Options{Target: "https://x.test/mcp", Headers: map[string]string{"A": "from-flag", "B": "kept"}, CAFile: "/flag-ca.pem",
-		Transport: probe.TransportSSE, Protocol: probe.ProtocolLegacy, Timeout: 3 * time.Second, ServerName: "docs",
+		Transport: probe.TransportSSE, Protocol: probe.ProtocolLegacy, Timeout: 3 * time.Second, ServerName: "docs", CAOnlyHere: true,
 		OAuthClientID: "cid", AllowMissingPKCE: true}
 	want.OAuth.TokenEndpoint = "https://as.test/token"
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("options:\n got %+v\nwant %+v", got, want)
+	}
+	// The CA the config already gives is not one proxyd lacks.
+	if same, err := probe.NewOptions(api.ProbeRequest{Server: "docs", CAFile: "/config-ca.pem"}, cfg.Server); err != nil || same.CAOnlyHere {
+		t.Errorf("the config's own CA given again: CAOnlyHere %v (%v)", same.CAOnlyHere, err)
 	}
 	for _, tt := range []struct {
 		req     api.ProbeRequest

@@ -104,6 +104,7 @@ func NewOptions(req api.ProbeRequest, lookup func(name string) (*config.Server, 
 		o.Headers[k] = v
 	}
 	if req.CAFile != "" {
+		o.CAOnlyHere = req.Server != "" && o.CAFile != req.CAFile
 		o.CAFile = req.CAFile
 	}
 	if req.Transport != "" {

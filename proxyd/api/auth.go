@@ -39,6 +39,9 @@ type LoginResult struct {
 	ClientSource    string    `json:"client_source"` // configured | metadata_document | registered
 	NewRegistration bool      `json:"new_registration"`
 	Warnings        []string  `json:"warnings"`
+	// NotNeeded: the server answered MCP without a sign-in, and none was
+	// made (mcpx login without --force); the other fields are empty.
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Connection is how the server's reconnection with the new token
 	// went: the sign-in answers once it has finished.
 	Connection *LoginConnection `json:"connection,omitempty"`

@@ -296,6 +296,9 @@ func (cb *Callback) Wait(ctx context.Context) (string, error) {
 	case r := <-cb.result:
 		return r.code, r.err
 	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return "", fmt.Errorf("no sign-in was completed in the browser in time (open the URL printed above, or give 'mcpx login' a longer --timeout): %w", ctx.Err())
+		}
 		return "", fmt.Errorf("waiting for the browser sign-in: %w", ctx.Err())
 	}
 }
