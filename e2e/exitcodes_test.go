@@ -247,8 +247,9 @@ func TestExitCodeTable(t *testing.T) {
 		{args: []string{"login", "broken", "--timeout", "5s"}, want: 1, stderr: "OAuth discovery failed"},
 		{args: []string{"login", "broken", "--timeout", "5s"}, want: 1, stderr: "mcpx auth set-token broken"},
 	})
-	runExitCases(t, e, "not signed in", []exitCase{
-		{args: []string{"drill", "refresh", "broken"}, want: 6, stderr: "mcpx login broken"},
+	runExitCases(t, e, "cannot connect, not for a sign-in", []exitCase{
+		// A login would fail on the same cause: the drill names it.
+		{args: []string{"drill", "refresh", "broken"}, want: 9, stderr: "broken is in error, not for want of a sign-in: initialize: cannot reach"},
 	})
 	runExitCases(t, e, "drill cannot run / unhealthy", []exitCase{
 		{args: []string{"drill", "session", "broken"}, want: 9, stderr: "cannot run"},

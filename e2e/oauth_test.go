@@ -33,6 +33,10 @@ func TestOAuthFixture(t *testing.T) {
 			o.writeConfig(oauthConfig("docs", fx.MCP, ""))
 			o.up()
 
+			// Before any sign-in the refresh drill sends the user to login.
+			if r := o.run("drill", "refresh", "docs"); r.code != 6 || !strings.Contains(r.stderr, "run 'mcpx login docs' first") {
+				t.Errorf("drill refresh before a sign-in: want exit 6 naming login\n%s", r)
+			}
 			r := o.mustRun("login", "docs")
 			for _, want := range []string{"Signed in to docs.", "scopes:", "expires:", "refresh token: yes", "(registered)"} {
 				if !strings.Contains(r.stdout, want) {
@@ -123,7 +127,7 @@ func TestOAuthFixture(t *testing.T) {
 			// its tools (listed before) are not served, as clients see.
 			st := o.waitServer("docs", api.StateError)
 			var tools []api.Tool
-			o.runJSON(0, &tools, "tools", "docs", "-o", "json")
+			o.runJSON(9, &tools, "tools", "docs") // 9: nothing of it is served
 			for _, tl := range tools {
 				if !strings.Contains(tl.LeftOut, "not served while docs is in error") {
 					t.Errorf("tool %s of a server in state %s: left_out %q", tl.Name, st.State, tl.LeftOut)

@@ -65,8 +65,12 @@ servers:
 	}
 	var auth []api.AuthStatus
 	e.runJSON(0, &auth, "auth", "status", "viastore")
-	if len(auth) != 1 || !auth[0].SignedIn || auth[0].RefreshToken {
+	if len(auth) != 1 || !auth[0].SignedIn || auth[0].RefreshToken || auth[0].Grant != "static" {
 		t.Errorf("auth status of a stored static token: %+v", auth)
+	}
+	// Nothing to refresh, and the drill says why.
+	if r := e.run("drill", "refresh", "viastore"); r.code != 9 || !strings.Contains(r.stderr, "holds a static token (set with 'mcpx auth set-token')") {
+		t.Errorf("drill refresh of a static token:\n%s", r)
 	}
 	if r := e.run("auth", "set-token", "nope"); r.code != 8 && r.code != 2 {
 		t.Errorf("set-token for an unknown server:\n%s", r)

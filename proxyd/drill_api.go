@@ -3,6 +3,7 @@ package proxyd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -136,9 +137,18 @@ func (d *Daemon) handleDrillRefresh(w http.ResponseWriter, r *http.Request) erro
 			}
 			return unavailable("%s is connected with no sign-in stored (no OAuth grant), so there is no token to refresh: the drill cannot run (it is for servers signed in with 'mcpx login')", s.Name)
 		}
+		var nr *upstream.ErrNotReady
+		if errors.As(conn.NotReady(), &nr) && !nr.SignIn && nr.State == api.StateError {
+			// Failing for another reason than a sign-in (TLS, say): a
+			// login would fail on it too.
+			return unavailable("%s is in error, not for want of a sign-in: %s; the drill cannot run (see 'mcpx status %s')", s.Name, nr.LastError, s.Name)
+		}
 		return authRequired("not signed in to %s: run 'mcpx login %s' first", s.Name, s.Name)
 	}
 	if tok.RefreshToken == "" && d.machineGrant(s) == nil {
+		if tok.Static() {
+			return unavailable("%s holds a static token (set with 'mcpx auth set-token'), which has nothing to refresh: the drill cannot run (it is for servers signed in with 'mcpx login')", s.Name)
+		}
 		return unavailable("the grant for %s has no refresh token: nothing to drill, the drill cannot run (the server did not issue one; see 'mcpx auth status %s')", s.Name, s.Name)
 	}
 	streamDrill(w, r, func(ctx context.Context, progress func(string)) (api.RefreshDrillReport, error) {

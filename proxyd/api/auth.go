@@ -88,7 +88,8 @@ type AuthStatus struct {
 	// since proxyd registered the server (0 when read without the daemon).
 	TokenRequests int64 `json:"token_requests"`
 	// Grant is how tokens are obtained: authorization_code,
-	// client_credentials, jwt_bearer or token_exchange.
+	// client_credentials, jwt_bearer or token_exchange; static for a
+	// token set with 'mcpx auth set-token'.
 	Grant string `json:"grant"`
 	// Binding is how the token is presented: Bearer, or DPoP when it is
 	// bound to the grant's key.

@@ -35,6 +35,9 @@ func (c *Coordinator) Status(key string) api.AuthStatus {
 		s.Expiry = timePtr(t.Expiry)
 		s.RefreshToken = t.RefreshToken != ""
 		s.Binding, s.Issuer = t.Binding(), t.Issuer
+		if !machine && t.Static() {
+			s.Grant = "static" // set with 'mcpx auth set-token'
+		}
 		if len(t.Scopes) > 0 {
 			s.Scopes = slices.Clone(t.Scopes)
 		}

@@ -44,6 +44,13 @@ type Token struct {
 	Issuer string
 }
 
+// Static reports whether the token is one 'mcpx auth set-token' stored:
+// a bare access token, with no expiry, refresh token, issuer or key, which
+// no sign-in leaves.
+func (t *Token) Static() bool {
+	return t.RefreshToken == "" && t.Expiry.IsZero() && t.Issuer == "" && t.DPoPKey == ""
+}
+
 // Binding is how the token is presented: "DPoP" when it is bound to the
 // grant's key, "Bearer" otherwise.
 func (t *Token) Binding() string {
