@@ -138,6 +138,11 @@ func runProbe(c *cli.Context) error {
 			}
 			return nil
 		}, run)
+		if t := b.Targets[0]; err == nil && f != "table" && !t.Passed && t.Why != "" {
+			// The report on stdout is the probe's own, unchanged; why it
+			// fails this run (--expect, --fail-on) goes beside it.
+			errorf(c, "probe failed: %s\n", t.Why)
+		}
 	} else {
 		err = renderReport(c, b, func(w io.Writer) error { return batchTable(w, b, colour) }, run)
 	}
@@ -160,8 +165,10 @@ func probeRequest(c *cli.Context, target string) (api.ProbeRequest, error) {
 		req.Target = strings.TrimSpace(target)
 	case serverNameRE.MatchString(target):
 		req.Server = target
-	default:
+	case looksLikeHost(target):
 		// A mistyped URL may carry credentials: never echoed.
+		return req, usageErr("TARGET has no scheme: write it as https://HOST/PATH (or http:// on loopback)")
+	default:
 		return req, usageErr("TARGET is neither an absolute http(s) URL nor a configured server name (see 'mcpx servers')")
 	}
 	timeout := c.Duration("timeout")

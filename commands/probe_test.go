@@ -84,6 +84,20 @@ func TestProbeExitCodes(t *testing.T) {
 	}
 }
 
+// TestProbeExpectSaysWhyInJSON: one target that fails its --expect
+// keeps the report on stdout as it is and says why on stderr.
+func TestProbeExpectSaysWhyInJSON(t *testing.T) {
+	f := startFixture(t, tlsfixtures.KindOK)
+	stdout, stderr, code := runMCPX(t, "", "probe", f.URL, "--ca-file", f.CAFile, "--expect", "auth_required", "-o", "json")
+	if code != ExitProbeTargets || !strings.Contains(stderr, "probe failed: ") || !strings.Contains(stderr, "auth_required") {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep["result"] == nil {
+		t.Errorf("stdout is not the report (%v): %s", err, stdout)
+	}
+}
+
 func TestProbeJSONIsTheReport(t *testing.T) {
 	f := startFixture(t, tlsfixtures.KindExpired)
 	stdout, _, _ := runMCPX(t, "", "probe", f.URL, "--ca-file", f.CAFile, "-o", "json")
@@ -147,6 +161,11 @@ func TestProbeUsageErrors(t *testing.T) {
 	_, stderr, _ := runMCPX(t, "", "probe", "https//user:canary-typo-pass@x.test/mcp")
 	if strings.Contains(stderr, "canary-typo-pass") {
 		t.Fatalf("mistyped target echoed: %s", stderr)
+	}
+	// A host without a scheme is told the form, not echoed either.
+	_, stderr, code := runMCPX(t, "", "probe", "user:canary-host-pass@127.0.0.1:1/mcp")
+	if code != ExitUsage || strings.Contains(stderr, "canary-host-pass") || !strings.Contains(stderr, "TARGET has no scheme: write it as https://") {
+		t.Errorf("a target without a scheme: exit %d, stderr %s", code, stderr)
 	}
 	// The header value is a credential: never echoed, even when malformed,
 	// by probe and servers add alike.
