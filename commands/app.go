@@ -97,7 +97,7 @@ func New(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand:        false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // main prints once and exits
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return exitErr(ExitUsage, explainFlagValue(err))
+			return exitErr(ExitUsage, explainFlagValue(err, c.App.Flags))
 		},
 	}
 	for _, c := range cmds {
@@ -124,7 +124,9 @@ func cloneCommand(c *cli.Command) *cli.Command {
 }
 
 func propagateUsageErrors(c *cli.Command) {
-	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return exitErr(ExitUsage, explainFlagValue(err)) }
+	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return exitErr(ExitUsage, explainFlagValue(err, c.Flags))
+	}
 	for _, s := range c.Subcommands {
 		propagateUsageErrors(s)
 	}
@@ -154,21 +156,22 @@ var flagValueErr = regexp.MustCompile(`^invalid value "(.*)" for flag -(\S+): (.
 
 // explainFlagValue rewrites the flag package's 'invalid value "abc" for
 // flag -timeout: parse error' as the flag is written and with the form
-// its value takes; other errors pass as they are.
-func explainFlagValue(err error) error {
+// its value takes, by the flag's type among flags; other errors pass as
+// they are.
+func explainFlagValue(err error, flags []cli.Flag) error {
 	m := flagValueErr.FindStringSubmatch(err.Error())
 	if m == nil {
 		return err
 	}
 	value, name, why := m[1], m[2], m[3]
-	switch name {
-	case "timeout", "interval", "reconnect-wait", "window":
+	switch lookupFlag(flags, name).(type) {
+	case *cli.DurationFlag:
 		if _, aerr := strconv.Atoi(value); aerr == nil {
 			// A bare number where a duration goes: the unit is missing.
 			return fmt.Errorf("--%s %s: a duration needs its unit (%ss, or e.g. 2m)", name, value, value)
 		}
 		return fmt.Errorf("--%s: %q is not a duration; give one such as 10s, 1m30s or 2h", name, value)
-	case "limit", "calls", "n", "callers", "parallel", "p", "count":
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
 		return fmt.Errorf("--%s: %q is not a whole number", name, value)
 	}
 	return fmt.Errorf("--%s: %q is not a valid value (%s)", name, value, why)

@@ -223,10 +223,20 @@ func warnUnknownArguments(c *cli.Context, tool string, raw json.RawMessage, type
 	if json.Unmarshal(raw, &m) != nil {
 		return
 	}
-	names := slices.Sorted(maps.Keys(types))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if _, ok := types[k]; !ok {
-			errorf(c, "warning: %s has no argument %q%s (its arguments: %s); sent as given\n", tool, k, editdistance.DidYouMean(k, names), strings.Join(names, ", "))
+	warnUnknownKeys(c, tool, slices.Sorted(maps.Keys(m)), slices.Sorted(maps.Keys(types)))
+}
+
+// warnUnknownKeys names on stderr each of keys that known does not hold,
+// with the nearest it does, for what (a tool, "prompt NAME") that is
+// sent them as given.
+func warnUnknownKeys(c *cli.Context, what string, keys, known []string) {
+	takes := "it takes none"
+	if len(known) > 0 {
+		takes = "its arguments: " + strings.Join(known, ", ")
+	}
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			errorf(c, "warning: %s has no argument %q%s (%s); sent as given\n", what, k, editdistance.DidYouMean(k, known), takes)
 		}
 	}
 }

@@ -207,15 +207,7 @@ func checkPromptArguments(c *cli.Context, p *api.Prompt, args map[string]string)
 	if len(missing) > 0 {
 		return usageErr("prompt %s needs %s=VALUE (its arguments: %s; see 'mcpx prompts %s')", p.Exposed, strings.Join(missing, "=VALUE "), strings.Join(known, ", "), p.Server)
 	}
-	takes := "it takes none"
-	if len(known) > 0 {
-		takes = "its arguments: " + strings.Join(known, ", ")
-	}
-	for _, k := range slices.Sorted(maps.Keys(args)) {
-		if !slices.Contains(known, k) {
-			errorf(c, "warning: prompt %s has no argument %q%s (%s); sent as given\n", p.Exposed, k, editdistance.DidYouMean(k, known), takes)
-		}
-	}
+	warnUnknownKeys(c, "prompt "+p.Exposed, slices.Sorted(maps.Keys(args)), known)
 	return nil
 }
 

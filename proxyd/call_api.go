@@ -51,14 +51,19 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 // form of typed, the tool's name as the user wrote it: an exposed name
 // (prefix and all) or the server's own.
 func (d *Daemon) explainMissing(req api.CallRequest, typed string, resp api.CallResponse) api.CallResponse {
-	if resp.Error == nil {
-		return resp
-	}
-	if missing, hint := d.callTarget(req.Server, req.Tool, typed); missing != "" {
-		resp.Error.NotFound = missing
-		resp.Error.Message = withHint(resp.Error.Message, hint)
+	if resp.Error != nil {
+		d.markMissing(resp.Error, req.Server, req.Tool, typed)
 	}
 	return resp
+}
+
+// markMissing sets a call error's not_found and did-you-mean when its
+// server or tool does not exist (see callTarget).
+func (d *Daemon) markMissing(e *api.CallError, srv, tool, typed string) {
+	if missing, hint := d.callTarget(srv, tool, typed); missing != "" {
+		e.NotFound = missing
+		e.Message = withHint(e.Message, hint)
+	}
 }
 
 // callTarget says what of a call's target does not exist ("server",

@@ -223,7 +223,10 @@ func (d *Daemon) funnel(ctx context.Context, rq *relayed) callOutcome {
 // it is); the caller still gets the connection's own message. verb names
 // what was not sent ("call", "request").
 func (d *Daemon) classify(ctx context.Context, srv, transport, verb string, out *callOutcome, rec *callerr.Recorder) (status, errText string) {
-	in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), CallerCause: context.Cause(ctx), Transport: transport}
+	in := callerr.Input{Err: out.Err, Facts: rec.Facts(), CallerCtxErr: ctx.Err(), Transport: transport}
+	if in.CallerCtxErr != nil {
+		in.CallerCause = context.Cause(ctx) // only an ended context has one
+	}
 	var notReady *upstream.ErrNotReady
 	if errors.As(out.Err, &notReady) {
 		in.Err = &callerr.UnavailableError{Server: srv, Err: out.Err}

@@ -164,11 +164,7 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 			resp.Error.NotFound = "prompt"
 		}
 		if req.Method == string(mcp.MethodToolsCall) && adhoc == nil {
-			// As for mcpx call: a tool that does not exist is named so.
-			if missing, hint := d.callTarget(req.Server, name, name); missing != "" {
-				resp.Error.NotFound = missing
-				resp.Error.Message = withHint(resp.Error.Message, hint)
-			}
+			d.markMissing(resp.Error, req.Server, name, name) // as for mcpx call
 		}
 	}
 	return writeJSON(w, resp)

@@ -419,13 +419,20 @@ func shaped(peer Peer, res json.RawMessage, ms *Members, s Shape) json.RawMessag
 		sh.Shape(s, ms)
 		return res
 	}
-	return s.Apply(res)
+	return s.Apply(res, ms)
 }
 
-// Apply returns res in shape s: res itself when it is in shape already.
-func (s Shape) Apply(res json.RawMessage) json.RawMessage {
+// Apply returns res in shape s: res itself when it is in shape already;
+// ms, when it lists res, saves a pass over res to find resultType.
+func (s Shape) Apply(res json.RawMessage, ms *Members) json.RawMessage {
 	switch s {
 	case Legacy:
+		if k, _, listed := ms.find(res, "resultType"); listed {
+			if k < 0 {
+				return res
+			}
+			return appendWithoutMember(make([]byte, 0, len(res)), res, "resultType", ms)
+		}
 		return LegacyResult(res)
 	case Modern:
 		return ModernResult(res)

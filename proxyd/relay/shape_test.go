@@ -28,7 +28,7 @@ func TestShapeAppendIsApply(t *testing.T) {
 				t.Fatal(err)
 			}
 			prefix := []byte(`{"result":`)
-			want := string(prefix) + string(s.Apply(m.Result))
+			want := string(prefix) + string(s.Apply(m.Result, nil))
 			for _, ms := range []*Members{nil, &m.Members} {
 				if got := s.Append(prefix, m.Result, ms); string(got) != want {
 					t.Errorf("shape %d of %s (listed %v): Append gives %s, Apply %s", s, res, ms != nil, got, want)
@@ -54,7 +54,7 @@ func TestRefinedShape(t *testing.T) {
 		}
 		for _, s := range []Shape{AsIs, Legacy, Modern} {
 			r := s.refined(m.Result, &m.Members)
-			if got, want := string(r.Apply(m.Result)), string(s.Apply(m.Result)); got != want {
+			if got, want := string(r.Apply(m.Result, &m.Members)), string(s.Apply(m.Result, nil)); got != want {
 				t.Errorf("shape %d of %s refined to %d: %s, want %s", s, res, r, got, want)
 			}
 			if got, want := string(r.Append(nil, m.Result, &m.Members)), string(s.Append(nil, m.Result, nil)); got != want {

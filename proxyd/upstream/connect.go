@@ -110,6 +110,7 @@ func (c *Conn) connect() (time.Duration, error) {
 		_ = cl.Close()
 		return ra.get(), c.child.explain(fmt.Errorf("initialize: %w", describe(err)))
 	}
+	c.child.answered.Store(true) // a stdio child's stdout needs no watching now
 	era := EraLegacy
 	if mcp.IsModernProtocol(cl.ProtocolVersion()) {
 		era = EraModern

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,11 +45,15 @@ type child struct {
 	// ended: proxyd signalled the child, which had not exited within
 	// childGrace of its stdin closing.
 	ended bool
+	// answered: the handshake succeeded, so nothing will explain it any
+	// more and its stdout is passed on unread (see stdoutWatch.Read).
+	answered atomic.Bool
 }
 
 func (ch *child) set(cmd *exec.Cmd) {
 	ch.mu.Lock()
 	ch.cmd, ch.stderr, ch.stray, ch.ended = cmd, nil, nil, false
+	ch.answered.Store(false)
 	ch.mu.Unlock()
 }
 
@@ -137,7 +142,7 @@ func (t *childTransport) Close() error {
 			t.stop()
 			<-t.exited
 		}
-		t.stop()
+		t.stop() // releases the context of a child that exited by itself
 		t.stdout.Close()
 	})
 	return t.closeErr
@@ -156,6 +161,9 @@ type stdoutWatch struct {
 }
 
 func (w *stdoutWatch) Read(p []byte) (int, error) {
+	if w.ch.answered.Load() {
+		return w.r.Read(p) // every call's answer: no line to keep
+	}
 	n, err := w.r.Read(p)
 	for b := p[:n]; len(b) > 0; {
 		i := bytes.IndexByte(b, '\n')
