@@ -12,7 +12,9 @@ import (
 )
 
 // DataSegments returns the data segments the connection has received
-// and sent so far.
+// and sent so far. Sent counts first transmissions only: a retransmission
+// (a tail loss probe when a loaded machine is slow to acknowledge) is a
+// second segment for one write.
 func DataSegments(raw syscall.RawConn) (in, out uint32, err error) {
 	var info *unix.TCPInfo
 	if cerr := raw.Control(func(fd uintptr) {
@@ -23,5 +25,5 @@ func DataSegments(raw syscall.RawConn) (in, out uint32, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading TCP_INFO: %w", err)
 	}
-	return info.Data_segs_in, info.Data_segs_out, nil
+	return info.Data_segs_in, info.Data_segs_out - info.Total_retrans, nil
 }
