@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -293,6 +294,8 @@ func FuzzValid(f *testing.F) {
 		` {"a" : [ true , false , null ] } `, "\ufeff{}", `{"a":"b"}x`, `nul`, `tru`,
 		"\x00", "{}\x00", " \t\r\n{}\n", `[[[[[[]]]]]]`, `{"a":{"b":{"c":[1,2,{"d":"e"}]}}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x\"y\\"}}}`,
+		// Dense with escapes and long enough to be read in blocks.
+		`["` + strings.Repeat(`{\"id\":1,\"tags\":[\"a\"]}\\`, 12) + "\x01\"]",
 	} {
 		f.Add([]byte(s))
 	}

@@ -292,3 +292,66 @@ func BenchmarkMember(b *testing.B) {
 		})
 	}
 }
+
+// A string dense with escapes is read 64 bytes at a time (scanEscaped):
+// raw strings of every mix of escapes, runs of backslashes, quotes,
+// control characters and bad escapes, after a dense start that switches
+// to blocks, end (or are refused) where a byte-by-byte reading says,
+// wherever they fall against the blocks' edges; and whole ones are valid
+// exactly when encoding/json says.
+func TestScanEscaped(t *testing.T) {
+	pieces := []string{`\"`, `\\`, `\n`, `\/`, `\u00e9`, `\uD83D`, `\u12`, `\x`, "\x01", "\x1f", `"`, `\`,
+		`\\\`, `\\\\\`, strings.Repeat(`\`, 63), strings.Repeat(`\`, 64), "\xff", "é", "a", "ab",
+		strings.Repeat("b", 7), strings.Repeat("c", 33), strings.Repeat("d", 64), strings.Repeat("e", 100)}
+	dense := strings.Repeat(`{\"id\":1}`, 8)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := range 20000 {
+		var sb strings.Builder
+		sb.WriteString(`"`)
+		sb.WriteString(dense[:rng.IntN(len(dense))])
+		for range rng.IntN(40) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		if n%2 == 0 {
+			sb.WriteString(`"`)
+		}
+		sb.WriteString(strings.Repeat("z", rng.IntN(130)))
+		in := []byte(sb.String())
+		if got, want := scanString(in, 0), slowString(in); got != want {
+			t.Fatalf("scanString(%q) = %d, want %d", in, got, want)
+		}
+		if end := slowString(in); end > 0 {
+			if got, want := Valid(in[:end]), json.Valid(in[:end]); got != want {
+				t.Fatalf("Valid(%q) = %v, encoding/json says %v", in[:end], got, want)
+			}
+		}
+	}
+}
+
+// slowString is scanString read one byte at a time.
+func slowString(b []byte) int {
+	for j := 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1
+		case c < 0x20:
+			return -1
+		case c == '\\':
+			if j+1 >= len(b) {
+				return -1
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j++
+			case 'u':
+				if len(b)-j < 6 || !hex4(b[j+2:j+6]) {
+					return -1
+				}
+				j += 5
+			default:
+				return -1
+			}
+		}
+	}
+	return -1
+}

@@ -144,6 +144,8 @@ func BenchmarkParseMessage(b *testing.B) {
 		// quote every few bytes) and the records as structured content.
 		{"text-64k", result(`{"content":[{"type":"text","text":` + quote(strings.Repeat("benchmark payload ", 64<<10/18)) + `}]}`)},
 		{"records-64k", result(`{"content":[{"type":"text","text":` + quote(mcpserver.RecordsText(64<<10)) + `}]}`)},
+		// Lines of a log, an escaped line break every 60 bytes or so.
+		{"lines-64k", result(`{"content":[{"type":"text","text":` + quote(strings.Repeat("2026-12-06T19:40:01Z INFO upstream ready server=alpha tools=3\n", 64<<10/62)) + `}]}`)},
 		{"structured-64k", result(`{"structuredContent":{"records":` + mcpserver.RecordsText(56<<10) + `}}`)},
 	} {
 		body := []byte(bb.body)
