@@ -300,7 +300,7 @@ func BenchmarkMember(b *testing.B) {
 // wherever they fall against the blocks' edges; and whole ones are valid
 // exactly when encoding/json says.
 func TestScanEscaped(t *testing.T) {
-	pieces := []string{`\"`, `\\`, `\n`, `\/`, `\u00e9`, `\uD83D`, `\u12`, `\x`, "\x01", "\x1f", `"`, `\`,
+	pieces := []string{`\"`, `\\`, `\n`, `\/`, `\b`, `\f`, `\r`, `\t`, `\u00e9`, `\uD83D`, `\u12`, `\x`, "\x01", "\x1f", `"`, `\`,
 		`\\\`, `\\\\\`, strings.Repeat(`\`, 63), strings.Repeat(`\`, 64), "\xff", "é", "a", "ab",
 		strings.Repeat("b", 7), strings.Repeat("c", 33), strings.Repeat("d", 64), strings.Repeat("e", 100)}
 	dense := strings.Repeat(`{\"id\":1}`, 8)
@@ -317,12 +317,44 @@ func TestScanEscaped(t *testing.T) {
 		}
 		sb.WriteString(strings.Repeat("z", rng.IntN(130)))
 		in := []byte(sb.String())
-		if got, want := scanString(in, 0), slowString(in); got != want {
-			t.Fatalf("scanString(%q) = %d, want %d", in, got, want)
+		// Cut anywhere too: a string's end, or an escape's, on a
+		// block's edge or the input's.
+		cut := rng.IntN(len(in) + 1)
+		for _, in := range [][]byte{in, in[:cut:cut]} {
+			want := slowString(in)
+			if got := scanString(in, 0); got != want {
+				t.Fatalf("scanString(%q) = %d, want %d", in, got, want)
+			}
+			// The block reading itself, from the first backslash
+			// however sparse the escapes before it, and not from 0.
+			if at := nextSpecial(in, 1); at < len(in) && in[at] == '\\' {
+				if got := scanEscaped(in, at); got != want {
+					t.Fatalf("scanEscaped(%q, %d) = %d, want %d", in, at, got, want)
+				}
+			}
+			if end := want; end > 0 {
+				if got, want := Valid(in[:end]), json.Valid(in[:end]); got != want {
+					t.Fatalf("Valid(%q) = %v, encoding/json says %v", in[:end], got, want)
+				}
+			}
 		}
-		if end := slowString(in); end > 0 {
-			if got, want := Valid(in[:end]), json.Valid(in[:end]); got != want {
-				t.Fatalf("Valid(%q) = %v, encoding/json says %v", in[:end], got, want)
+	}
+}
+
+// An escape cut by the input's end is refused where a block ends there,
+// whatever escape it is and however much of it is left.
+func TestScanEscapedCutAtTheEnd(t *testing.T) {
+	dense := `"` + strings.Repeat(`\"a`, 40)
+	for _, esc := range []string{`\u00e9`, `\n`, `\\`, `\"`} {
+		for pad := range 70 {
+			in := dense + strings.Repeat("b", pad) + esc + `"`
+			for n := len(dense); n <= len(in); n++ {
+				cut := []byte(in[:n])
+				cut = cut[:n:n] // no bytes past the end to read
+				want := slowString(cut)
+				if got := scanEscaped(cut, 1); got != want {
+					t.Fatalf("scanEscaped(%q) = %d, want %d", cut, got, want)
+				}
 			}
 		}
 	}
