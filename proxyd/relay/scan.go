@@ -170,9 +170,6 @@ func scanString(b []byte, i int) int {
 		case c == '"':
 			return j + 1
 		case c == '\\':
-			if j+1 >= len(b) {
-				return -1
-			}
 			// A long string dense with escapes (JSON in a text has one
 			// every few bytes) is read 64 bytes at a time once eight
 			// came within 256 bytes; sparser ones (a log's line breaks)
@@ -183,17 +180,11 @@ func scanString(b []byte, i int) int {
 				}
 				escapes, mark = 0, j
 			}
-			switch b[j+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				j += 2
-			case 'u':
-				if len(b)-j < 6 || !hex4(b[j+2:j+6]) {
-					return -1
-				}
-				j += 6
-			default:
+			n := escapeLen(b, j)
+			if n < 0 {
 				return -1
 			}
+			j += n
 		default: // a control character
 			return -1
 		}
@@ -250,6 +241,23 @@ var special = func() (t [256]bool) {
 	return t
 }()
 
+// escapeLen is the length of the escape whose backslash is b[j], or -1
+// when JSON has no such escape (or b ends inside it).
+func escapeLen(b []byte, j int) int {
+	if j+1 >= len(b) {
+		return -1
+	}
+	switch b[j+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(b)-j >= 6 && hex4(b[j+2:j+6]) {
+			return 6
+		}
+	}
+	return -1
+}
+
 func hex4(h []byte) bool {
 	for _, c := range h {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
@@ -287,14 +295,7 @@ func scanEscaped(b []byte, j int) int {
 		// An escaped quote or backslash is fine; any other escaped byte
 		// is checked as scanString checks it.
 		for odd := escaped &^ (bs | qt) & stop; odd != 0; odd &= odd - 1 {
-			at := j + bits.TrailingZeros64(odd)
-			switch b[at] {
-			case '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if len(b)-at < 5 || !hex4(b[at+1:at+5]) {
-					return -1
-				}
-			default:
+			if escapeLen(b, j+bits.TrailingZeros64(odd)-1) < 0 {
 				return -1
 			}
 		}
