@@ -50,7 +50,10 @@ type session struct {
 	caps     relay.Caps
 	level    string // logging/setLevel, "" when never set
 	inflight map[string]context.CancelFunc
-	subs     map[string]bool // resource URIs subscribed to
+	// subs are the resource URIs subscribed to, each with the server that
+	// holds its upstream subscription: ending one must reach that server
+	// even when it no longer lists the URI (not ready, or its list changed).
+	subs map[string]string
 	// roots are the upstreams that asked the client for its roots.
 	roots map[string]bool
 	// stream ends the session's open GET stream (nil: none). A session

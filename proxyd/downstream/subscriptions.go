@@ -103,10 +103,18 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		return false // the library answers a malformed request
 	}
 	srv, ok := t.resourceServer(uri)
-	if !ok && msg.Method == string(mcp.MethodResourcesUnsubscribe) {
-		return false // the library's {}: nothing to end
-	}
 	peer := &httpPeer{w: w, s: s, sess: sess, level: -1}
+	if msg.Method == string(mcp.MethodResourcesUnsubscribe) {
+		// The server the subscription was made with ends it, whether or
+		// not it lists the URI now.
+		if held, had := sess.unsubscribe(uri); had {
+			sub.Unsubscribe(held, uri)
+		} else if !ok {
+			return false // the library's {}: nothing to end
+		}
+		peer.finish(msg.ID, json.RawMessage("{}"), nil)
+		return true
+	}
 	if !ok {
 		// No server has it: a subscription that could never notify is
 		// refused as a read of it is (the library answered {}), naming
@@ -121,14 +129,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		peer.finish(msg.ID, nil, &relay.RPCError{Code: mcp.RESOURCE_NOT_FOUND, Message: message, Data: data})
 		return true
 	}
-	if msg.Method == string(mcp.MethodResourcesUnsubscribe) {
-		if sess.unsubscribe(uri) {
-			sub.Unsubscribe(srv, uri)
-		}
-		peer.finish(msg.ID, json.RawMessage("{}"), nil)
-		return true
-	}
-	if !sess.subscribe(uri) {
+	if !sess.subscribe(uri, srv) {
 		peer.finish(msg.ID, json.RawMessage("{}"), nil)
 		return true
 	}
@@ -145,34 +146,36 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 	return true
 }
 
-// subscribe records uri for the session; false when it already was.
-func (s *session) subscribe(uri string) bool {
+// subscribe records uri, held by server srv, for the session; false when
+// it already was.
+func (s *session) subscribe(uri, srv string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.subs[uri] {
+	if _, ok := s.subs[uri]; ok {
 		return false
 	}
 	if s.subs == nil {
-		s.subs = map[string]bool{}
+		s.subs = map[string]string{}
 	}
-	s.subs[uri] = true
+	s.subs[uri] = srv
 	return true
 }
 
-func (s *session) unsubscribe(uri string) bool {
+// unsubscribe forgets uri for the session and returns the server that
+// held it; false when the session was not subscribed.
+func (s *session) unsubscribe(uri string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.subs[uri] {
-		return false
-	}
+	srv, ok := s.subs[uri]
 	delete(s.subs, uri)
-	return true
+	return srv, ok
 }
 
 func (s *session) subscribed(uri string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.subs[uri]
+	_, ok := s.subs[uri]
+	return ok
 }
 
 // endSubscriptions drops an ended session's upstream subscriptions.
@@ -185,14 +188,8 @@ func (s *Server) endSubscriptions(sess *session) {
 	uris := sess.subs
 	sess.subs = nil
 	sess.mu.Unlock()
-	t := s.table.Load()
-	for uri := range uris {
-		if t == nil {
-			return
-		}
-		if srv, ok := t.resourceServer(uri); ok {
-			sub.Unsubscribe(srv, uri)
-		}
+	for uri, srv := range uris {
+		sub.Unsubscribe(srv, uri)
 	}
 }
 
