@@ -116,3 +116,100 @@ func TestSubscriptionEndsOnItsServer(t *testing.T) {
 		})
 	}
 }
+
+// subscribableUpstream starts an upstream (legacy, its own sessions) that
+// lists the resource uri and counts the methods it is sent.
+func subscribableUpstream(t *testing.T, uri string) (*server.MCPServer, *methodCounter, string) {
+	t.Helper()
+	s := server.NewMCPServer("subscriptions", "1.0.0", server.WithResourceCapabilities(true, true), server.WithLogging())
+	s.AddResource(mcp.NewResource(uri, "shared", mcp.WithMIMEType("text/plain")), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "shared"}}, nil
+	})
+	counter := &methodCounter{seen: map[string]int{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: counter.wrap(server.NewStreamableHTTPServer(s, server.WithStateful(true))), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return s, counter, "http://" + ln.Addr().String() + "/mcp"
+}
+
+// Two servers list the same URI: the first listed serves it, and a
+// client subscribed to it hears the updates of that server alone, not
+// of the other that lists it too. When the first stops listing it, a
+// subscribe moves the subscription to the server that serves it now.
+func TestResourceUpdatesFromTheSubscribedServer(t *testing.T) {
+	const uri = "test://shared"
+	a, aCount, aURL := subscribableUpstream(t, uri)
+	b, bCount, bURL := subscribableUpstream(t, uri)
+	td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n"+
+		"  - name: a\n    url: "+aURL+"\n    protocol: legacy\n"+
+		"  - name: b\n    url: "+bURL+"\n    protocol: legacy\n")
+	waitReady(t, td, "a")
+	waitReady(t, td, "b")
+	c := dialRelay(t, td, mcp.ProtocolVersion20251125)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
+		t.Fatal(err)
+	}
+	subscribe := func() {
+		t.Helper()
+		//lint:ignore SA1019 the legacy era's resources/subscribe is what is tested
+		if err := c.Subscribe(ctx, mcp.SubscribeRequest{Params: mcp.SubscribeParams{URI: uri}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	updated := func() int { return len(c.notifications(mcp.MethodNotificationResourceUpdated)) }
+	// from has s send an update of uri and then a log message: the
+	// message, relayed after the update on the same upstream stream, shows
+	// the update has been through proxyd.
+	from := func(s *server.MCPServer, marker string) {
+		t.Helper()
+		s.SendNotificationToAllClients(mcp.MethodNotificationResourceUpdated, map[string]any{"uri": uri})
+		s.SendNotificationToAllClients(string(mcp.MethodNotificationMessage), map[string]any{"level": "info", "data": marker})
+		waitfor.True(t, 10*time.Second, "the log message "+marker, func() bool {
+			for _, n := range c.notifications(string(mcp.MethodNotificationMessage)) {
+				if n.Params.AdditionalFields["data"] == marker {
+					return true
+				}
+			}
+			return false
+		})
+	}
+
+	subscribe()
+	if aCount.count("resources/subscribe") != 1 || bCount.count("resources/subscribe") != 0 {
+		t.Fatalf("subscribes a=%d b=%d, want a=1 b=0", aCount.count("resources/subscribe"), bCount.count("resources/subscribe"))
+	}
+	from(b, "b-1")
+	if n := updated(); n != 0 {
+		t.Fatalf("the client heard %d updates from b, which it did not subscribe to", n)
+	}
+	from(a, "a-1")
+	if n := updated(); n != 1 {
+		t.Fatalf("the client heard %d updates from a, want 1", n)
+	}
+
+	// a stops listing the URI: b serves it now, and subscribing again
+	// moves the subscription there.
+	a.DeleteResources(uri)
+	waitfor.Cond(t, 20*time.Second, "b to serve "+uri, func() (bool, string) {
+		res, err := c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}})
+		if err != nil {
+			return false, err.Error()
+		}
+		return bCount.count("resources/read") > 0, fmt.Sprintf("%+v", res)
+	})
+	subscribe()
+	if aCount.count("resources/unsubscribe") != 1 || bCount.count("resources/subscribe") != 1 {
+		t.Fatalf("a unsubscribes %d, b subscribes %d, want 1 and 1", aCount.count("resources/unsubscribe"), bCount.count("resources/subscribe"))
+	}
+	from(a, "a-2")
+	from(b, "b-2")
+	if n := updated(); n != 2 {
+		t.Fatalf("the client heard %d updates in all, want 2 (a's first, b's after the move)", n)
+	}
+}

@@ -32,7 +32,7 @@ type Subscriber interface {
 type listener struct {
 	id     json.RawMessage // the listen request's id: the subscription id
 	filter mcp.SubscriptionFilter
-	uris   map[string]bool
+	uris   map[string]string // URI → the server it is held by
 	peer   *httpPeer
 }
 
@@ -129,12 +129,11 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		peer.finish(msg.ID, nil, &relay.RPCError{Code: mcp.RESOURCE_NOT_FOUND, Message: message, Data: data})
 		return true
 	}
-	if !sess.subscribe(uri, srv) {
+	if held, had := sess.holder(uri); had && held == srv {
 		peer.finish(msg.ID, json.RawMessage("{}"), nil)
 		return true
 	}
 	if err := sub.Subscribe(r.Context(), srv, uri); err != nil {
-		sess.unsubscribe(uri)
 		rpc, ok := relay.IsRPCError(err)
 		if !ok {
 			rpc = &relay.RPCError{Code: relay.CodeInternal, Message: err.Error()}
@@ -142,23 +141,37 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		peer.finish(msg.ID, nil, rpc)
 		return true
 	}
+	// A URI another server lists now (the first holder's list changed)
+	// moves to it: the session's updates come from the server that serves
+	// the URI. Whatever the record held before is released, so the
+	// upstream counts stay even when two subscribes of a URI race.
+	if held, had := sess.subscribe(uri, srv); had {
+		sub.Unsubscribe(held, uri)
+	}
 	peer.finish(msg.ID, json.RawMessage("{}"), nil)
 	return true
 }
 
-// subscribe records uri, held by server srv, for the session; false when
-// it already was.
-func (s *session) subscribe(uri, srv string) bool {
+// subscribe records uri, held by server srv, for the session, and
+// returns the server that held it before, if any.
+func (s *session) subscribe(uri, srv string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.subs[uri]; ok {
-		return false
-	}
 	if s.subs == nil {
 		s.subs = map[string]string{}
 	}
+	held, had := s.subs[uri]
 	s.subs[uri] = srv
-	return true
+	return held, had
+}
+
+// holder returns the server the session's subscription to uri is held
+// by; false when the session is not subscribed.
+func (s *session) holder(uri string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	srv, ok := s.subs[uri]
+	return srv, ok
 }
 
 // unsubscribe forgets uri for the session and returns the server that
@@ -169,13 +182,6 @@ func (s *session) unsubscribe(uri string) (string, bool) {
 	srv, ok := s.subs[uri]
 	delete(s.subs, uri)
 	return srv, ok
-}
-
-func (s *session) subscribed(uri string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.subs[uri]
-	return ok
 }
 
 // endSubscriptions drops an ended session's upstream subscriptions.
@@ -219,7 +225,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 	want := p.Notifications
 	allowed := mcp.SubscriptionFilter{ToolsListChanged: want.ToolsListChanged, PromptsListChanged: want.PromptsListChanged,
 		ResourcesListChanged: want.ResourcesListChanged}
-	x := &listener{id: msg.ID, uris: map[string]bool{}, peer: &httpPeer{w: w, s: s, modern: true, level: -1}}
+	x := &listener{id: msg.ID, uris: map[string]string{}, peer: &httpPeer{w: w, s: s, modern: true, level: -1}}
 	type held struct{ server, uri string }
 	var subscribed []held
 	defer func() {
@@ -228,7 +234,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 		}
 	}()
 	for _, uri := range want.ResourceSubscriptions {
-		if sub == nil || t == nil || x.uris[uri] {
+		if _, dup := x.uris[uri]; sub == nil || t == nil || dup {
 			continue
 		}
 		srv, ok := t.resourceServer(uri)
@@ -236,7 +242,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 			continue
 		}
 		subscribed = append(subscribed, held{srv, uri})
-		x.uris[uri] = true
+		x.uris[uri] = srv
 		allowed.ResourceSubscriptions = append(allowed.ResourceSubscriptions, uri)
 	}
 	x.filter = allowed
@@ -302,13 +308,16 @@ func (s *Server) Notify(server, method string, params json.RawMessage) {
 			// The upstream's own stream id means nothing to proxyd's clients.
 			params = relay.WithMember(params, "_meta", relay.WithoutMember(meta, mcp.MetaKeySubscriptionID))
 		}
+		// Only the server a subscription is held by speaks for it: another
+		// that lists the same URI (the first lists it, see the routing
+		// table) is not what the client subscribed to.
 		s.sessions.each(func(sess *session) {
-			if sess.subscribed(uri) {
+			if held, ok := sess.holder(uri); ok && held == server {
 				s.toSession(sess.id, method, params)
 			}
 		})
 		s.listeners.each(func(x *listener) {
-			if x.uris[uri] {
+			if held, ok := x.uris[uri]; ok && held == server {
 				x.send(method, params)
 			}
 		})
