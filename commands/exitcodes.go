@@ -23,7 +23,7 @@ const (
 	ExitDrillFailed      = 5 // a drill's verdict is FAIL
 	ExitAuthRequired     = 6 // not signed in / sign-in needed
 	ExitConfig           = 7 // the config file is invalid
-	ExitNotFound         = 8 // no such server, tool, prompt or record
+	ExitNotFound         = 8 // no such server, tool, prompt, resource or record
 	ExitUnavailable      = 9 // unhealthy, not ready, or a drill could not run
 	// 10-18: mcpx probe result codes (see probe.ExitCode).
 	ExitProbeTargets = 19  // probe: several targets, --expect or --fail-on warn, and one did not pass
@@ -45,7 +45,7 @@ var exitCodes = []struct {
 	{"5", "a drill's verdict is FAIL"},
 	{"6", "sign-in required: not signed in, the grant is gone, or a request failed with class `auth`"},
 	{"7", "the config file is invalid (also `reload` of an invalid file: the running configuration stays)"},
-	{"8", "no such server, tool, prompt or activity record (with a did-you-mean when one is near)"},
+	{"8", "no such server, tool, prompt, resource or activity record (with a did-you-mean when one is near)"},
 	{"9", "unavailable: `health` finds a server not ready or degraded, a drill cannot run (server not ready, nothing to call), `status SERVER` or `tools SERVER` of a server in state `error`"},
 	{"10", "`probe --require-auth-ok`: `auth_required`"},
 	{"11–18", "`probe`: `auth_misconfigured` 11, `dns_failure` 12, `connection_unreachable` 13, `timeout` 14, `tls_certificate` 15, `tls_protocol` 16, `http_status` 17, `not_mcp` 18"},

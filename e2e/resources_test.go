@@ -78,6 +78,10 @@ func TestResourcesPromptsRPC(t *testing.T) {
 		{[]string{"prompt", "everything", "args-prompt", "city=Paris", "ctiy=Rome"}, 0, `prompt everything__args-prompt has no argument "ctiy" (did you mean "city"?)`},
 		{[]string{"prompt", "everything", "city=Paris"}, 2, "prompt needs NAME after SERVER everything, before city=Paris"},
 		{[]string{"prompt", "everything"}, 2, "prompt needs NAME after SERVER everything"},
+		// A read the server refuses: of a URI it does not list (the
+		// nearest it does named), or of one its template matches.
+		{[]string{"read", "everything", "demo://resource/static/document/feature.md"}, 8, `did you mean "demo://resource/static/document/features.md"?`},
+		{[]string{"read", "everything", "demo://resource/dynamic/text/0"}, 4, "Unknown resource"},
 	} {
 		if r := e.run(c.args...); r.code != c.code || !strings.Contains(r.stderr, c.stderr) {
 			t.Errorf("want exit %d and %q on stderr\n%s", c.code, c.stderr, r)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/editdistance"
 	"github.com/mcpx-dev/mcpx/internal/errtext"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
@@ -159,9 +160,18 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 	if out.Err != nil {
 		resp.Error = &api.CallError{Message: redact.Text(errtext.Dedupe(out.Err.Error())), ErrorClass: out.Class.Class, FaultDomain: out.Class.Domain,
 			UpstreamHTTPStatus: out.Class.HTTPStatus, Reason: out.Class.Reason}
+		// An upstream's refusal of a prompt or resource it does not list
+		// (nor, for a resource, match a template of) is a missing name, as
+		// a tool's is. An ad-hoc target has no lists to tell by.
 		var rpcErr *upstream.RPCError
-		if req.Method == string(mcp.MethodPromptsGet) && errors.As(out.Err, &rpcErr) && !promptKnown(conn, name) {
-			resp.Error.NotFound = "prompt"
+		if conn != nil && errors.As(out.Err, &rpcErr) {
+			switch {
+			case req.Method == string(mcp.MethodPromptsGet) && !promptKnown(conn, name):
+				resp.Error.NotFound = "prompt"
+			case req.Method == string(mcp.MethodResourcesRead) && !resourceKnown(conn, name):
+				resp.Error.NotFound = "resource"
+				resp.Error.Message = withHint(resp.Error.Message, resourceHint(conn, name))
+			}
 		}
 		if req.Method == string(mcp.MethodToolsCall) && adhoc == nil {
 			d.markMissing(resp.Error, req.Server, name, name) // as for mcpx call
@@ -177,6 +187,31 @@ func promptKnown(c *upstream.Conn, name string) bool {
 		}
 	}
 	return false
+}
+
+// resourceKnown: the server lists uri, or one of its templates matches it.
+func resourceKnown(c *upstream.Conn, uri string) bool {
+	for _, r := range c.Resources() {
+		if r.URI == uri {
+			return true
+		}
+	}
+	for _, t := range c.ResourceTemplates() {
+		if downstream.TemplateMatches(t.URITemplate, uri) {
+			return true
+		}
+	}
+	return false
+}
+
+// resourceHint is the did-you-mean for a resource the server does not
+// list: the nearest URI it does.
+func resourceHint(c *upstream.Conn, uri string) string {
+	var uris []string
+	for _, r := range c.Resources() {
+		uris = append(uris, r.URI)
+	}
+	return editdistance.DidYouMean(uri, uris)
 }
 
 // relayRecorded relays a request other than tools/call for the command

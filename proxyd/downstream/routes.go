@@ -43,11 +43,17 @@ func (t *routes) resourceServer(uri string) (string, bool) {
 		return srv, true
 	}
 	for _, tr := range t.templates {
-		if tr.uri != nil && tr.uri.Template != nil && tr.uri.Regexp().MatchString(uri) {
+		if TemplateMatches(tr.uri, uri) {
 			return tr.server, true
 		}
 	}
 	return "", false
+}
+
+// TemplateMatches reports whether uri is one of the URIs template t
+// describes (a resource template's, which may be absent).
+func TemplateMatches(t *mcp.URITemplate, uri string) bool {
+	return t != nil && t.Template != nil && t.Regexp().MatchString(uri)
 }
 
 // templateServer finds the server of a resource template by its template
