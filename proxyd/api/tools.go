@@ -51,7 +51,7 @@ type CallError struct {
 	UpstreamHTTPStatus int    `json:"upstream_http_status,omitempty"`
 	Reason             string `json:"reason,omitempty"`
 	// NotFound names what the request named that does not exist:
-	// "server", "tool", "prompt" (the message says which and the nearest
-	// name, if any).
+	// "server", "tool", "prompt" or "resource" (the message says which
+	// and the nearest name, if any).
 	NotFound string `json:"not_found,omitempty"`
 }
