@@ -77,20 +77,8 @@ func TestSubscriptionEndsOnItsServer(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := server.NewMCPServer("subscriptions", "1.0.0", server.WithResourceCapabilities(true, true))
-			s.AddResource(mcp.NewResource("test://gone", "gone", mcp.WithMIMEType("text/plain")), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-				return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "soon gone"}}, nil
-			})
-			counter := &methodCounter{seen: map[string]int{}}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := &http.Server{Handler: counter.wrap(server.NewStreamableHTTPServer(s, server.WithStateful(true))), ReadHeaderTimeout: 5 * time.Second}
-			go func() { _ = hs.Serve(ln) }()
-			t.Cleanup(func() { _ = hs.Close() })
-
-			td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: up\n    url: http://"+ln.Addr().String()+"/mcp\n    protocol: legacy\n")
+			s, counter, upURL := subscribableUpstream(t, "test://gone")
+			td := startDaemon(t, "listen: 127.0.0.1:0\nservers:\n  - name: up\n    url: "+upURL+"\n    protocol: legacy\n")
 			waitReady(t, td, "up")
 			url, token := endpoint(t, td)
 			post, sid := legacySession(t, url, token)
@@ -122,8 +110,8 @@ func TestSubscriptionEndsOnItsServer(t *testing.T) {
 func subscribableUpstream(t *testing.T, uri string) (*server.MCPServer, *methodCounter, string) {
 	t.Helper()
 	s := server.NewMCPServer("subscriptions", "1.0.0", server.WithResourceCapabilities(true, true), server.WithLogging())
-	s.AddResource(mcp.NewResource(uri, "shared", mcp.WithMIMEType("text/plain")), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "shared"}}, nil
+	s.AddResource(mcp.NewResource(uri, "resource", mcp.WithMIMEType("text/plain")), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "text/plain", Text: "contents"}}, nil
 	})
 	counter := &methodCounter{seen: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
