@@ -41,11 +41,12 @@ func runHealth(c *cli.Context) error {
 	if _, err := format(c); err != nil {
 		return err
 	}
-	out, err := newClient(c).Health(c.Context, c.Args().First(), api.SplitList(c.StringSlice("replica"))...)
+	replicas := api.SplitList(c.StringSlice("replica"))
+	out, err := newClient(c).Health(c.Context, c.Args().First(), replicas...)
 	offline := false
 	if err != nil {
 		err = fromRecord(c, err, func(r *proxyd.Record) (err error) {
-			out, err = r.Health(c.Context, c.Args().First())
+			out, err = r.Health(c.Context, c.Args().First(), replicas...)
 			offline = true
 			return err
 		})

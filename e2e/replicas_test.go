@@ -82,4 +82,19 @@ func TestReplicasSharePostgres(t *testing.T) {
 	if !strings.Contains(r.stdout, "REPLICA") {
 		t.Errorf("health of two replicas has no REPLICA column:\n%s", r)
 	}
+
+	// With both down, health is read from the record (exit 3): every
+	// replica's calls, or those of the replicas named.
+	a.mustRun("down")
+	b.mustRun("down")
+	for _, c := range []struct {
+		replicas []string
+		calls    int
+	}{{nil, 2}, {[]string{"--replica", "r1"}, 1}, {[]string{"--replica", "r0,r1"}, 2}, {[]string{"--replica", "r9"}, 0}} {
+		var hs []api.ServerStatus
+		b.runJSON(3, &hs, append([]string{"health"}, c.replicas...)...)
+		if len(hs) != 1 || hs[0].Health == nil || hs[0].Health.Calls != c.calls {
+			t.Errorf("offline health %v: %+v, want %d calls", c.replicas, hs, c.calls)
+		}
+	}
 }

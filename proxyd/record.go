@@ -117,10 +117,12 @@ func (r *Record) ActivitySummary(ctx context.Context, q api.ActivityQuery, by st
 }
 
 // Health is each configured server's call health over the last window,
-// replayed from the activity log; the state is unknown without the daemon.
-func (r *Record) Health(ctx context.Context, server string) ([]api.ServerStatus, error) {
+// replayed from the activity log (of the named replicas' calls only,
+// when any are named, as a running replica filters its peers' views);
+// the state is unknown without the daemon.
+func (r *Record) Health(ctx context.Context, server string, replicas ...string) ([]api.ServerStatus, error) {
 	tr := health.NewTracker(nil)
-	if err := replayHealth(ctx, r.act, tr); err != nil {
+	if err := replayHealth(ctx, r.act, tr, replicas...); err != nil {
 		return nil, err
 	}
 	out := []api.ServerStatus{}
