@@ -331,8 +331,13 @@ func runActivityFollow(c *cli.Context) error {
 	defer st.Close()
 	for {
 		r, err := st.Next()
-		if errors.Is(err, io.EOF) || ctx.Err() != nil {
-			return nil
+		if ctx.Err() != nil {
+			return nil // Ctrl-C or --until
+		}
+		if errors.Is(err, io.EOF) {
+			// proxyd ends a follow only when it stops: not the end of
+			// what was asked for, which a script must be able to tell.
+			return exitErr(ExitProxydNotRunning, errors.New("proxyd ended the stream: it stopped or is restarting (follow again once 'mcpx status' answers; 'mcpx activity --since TIME' lists the calls in between)"))
 		}
 		if err != nil {
 			return daemonErr(err)

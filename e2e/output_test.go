@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,4 +105,44 @@ func TestOutputConsistency(t *testing.T) {
 func jsonNumber(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A follow whose proxyd stops says so and exits 3, rather than ending as
+// if what it was asked for were done.
+func TestFollowEndsWithProxyd(t *testing.T) {
+	e, p := fixtureEnv(t, mcpserver.EraBoth, "auto")
+	var out, errOut syncBuffer
+	follow := exec.Command(mcpxBin, append(e.globals(), "activity", "follow", "-o", "json")...)
+	follow.Env, follow.Stdout, follow.Stderr = e.environ(), &out, &errOut
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var werr error
+	go func() { werr = follow.Wait(); close(exited) }()
+	defer func() { _ = follow.Process.Kill(); <-exited }()
+	calls := 0
+	waitfor.Cond(t, 30*time.Second, "a followed call in the stream", func() (bool, string) {
+		if strings.Contains(out.String(), `"echo"`) {
+			return true, ""
+		}
+		if calls < 100 {
+			calls++
+			e.mustRun("call", "fixture", "echo", "text=followed")
+		}
+		return false, out.String()
+	})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t, 15*time.Second); err != nil {
+		t.Logf("proxyd: %v", err)
+	}
+	select {
+	case <-exited:
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) || ee.ExitCode() != 3 || !strings.Contains(errOut.String(), "proxyd ended the stream") {
+			t.Errorf("follow after proxyd stopped: %v\nstderr: %s", werr, errOut.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("follow still running 15 s after proxyd stopped")
+	}
 }
