@@ -226,11 +226,11 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 	allowed := mcp.SubscriptionFilter{ToolsListChanged: want.ToolsListChanged, PromptsListChanged: want.PromptsListChanged,
 		ResourcesListChanged: want.ResourcesListChanged}
 	x := &listener{id: msg.ID, uris: map[string]string{}, peer: &httpPeer{w: w, s: s, modern: true, level: -1}}
-	type held struct{ server, uri string }
-	var subscribed []held
+	// The stream's subscriptions end with it, each on the server that
+	// holds it (x.uris is not written once the stream is listed).
 	defer func() {
-		for _, h := range subscribed {
-			sub.Unsubscribe(h.server, h.uri)
+		for uri, srv := range x.uris {
+			sub.Unsubscribe(srv, uri)
 		}
 	}()
 	for _, uri := range want.ResourceSubscriptions {
@@ -241,7 +241,6 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 		if !ok || sub.Subscribe(r.Context(), srv, uri) != nil {
 			continue
 		}
-		subscribed = append(subscribed, held{srv, uri})
 		x.uris[uri] = srv
 		allowed.ResourceSubscriptions = append(allowed.ResourceSubscriptions, uri)
 	}
