@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -83,18 +84,35 @@ func TestReplicasSharePostgres(t *testing.T) {
 		t.Errorf("health of two replicas has no REPLICA column:\n%s", r)
 	}
 
-	// With both down, health is read from the record (exit 3): every
-	// replica's calls, or those of the replicas named.
+	// With both down, health is read from the record (exit 3): each
+	// replica's calls as a row of its own, of the replicas named if any
+	// (one named with no calls: its row, empty).
 	a.mustRun("down")
 	b.mustRun("down")
 	for _, c := range []struct {
 		replicas []string
-		calls    int
-	}{{nil, 2}, {[]string{"--replica", "r1"}, 1}, {[]string{"--replica", "r0,r1"}, 2}, {[]string{"--replica", "r9"}, 0}} {
+		calls    map[string]int
+	}{
+		{nil, map[string]int{"r0": 1, "r1": 1}},
+		{[]string{"--replica", "r1"}, map[string]int{"r1": 1}},
+		{[]string{"--replica", "r0,r1"}, map[string]int{"r0": 1, "r1": 1}},
+		{[]string{"--replica", "r9"}, map[string]int{"r9": 0}},
+	} {
 		var hs []api.ServerStatus
 		b.runJSON(3, &hs, append([]string{"health"}, c.replicas...)...)
-		if len(hs) != 1 || hs[0].Health == nil || hs[0].Health.Calls != c.calls {
-			t.Errorf("offline health %v: %+v, want %d calls", c.replicas, hs, c.calls)
+		got := map[string]int{}
+		for _, h := range hs {
+			if h.Name != "docs" || h.Health == nil {
+				t.Errorf("offline health %v: row %+v", c.replicas, h)
+				continue
+			}
+			got[h.Replica] += h.Health.Calls
 		}
+		if len(hs) != len(c.calls) || !maps.Equal(got, c.calls) {
+			t.Errorf("offline health %v: %+v, want calls by replica %v", c.replicas, hs, c.calls)
+		}
+	}
+	if r := b.run("health"); r.code != 3 || !strings.Contains(r.stdout, "REPLICA") || !strings.Contains(r.stdout, "r1") {
+		t.Errorf("offline health of two replicas: want exit 3 and a REPLICA column:\n%s", r)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
@@ -119,20 +121,38 @@ func (r *Record) ActivitySummary(ctx context.Context, q api.ActivityQuery, by st
 // Health is each configured server's call health over the last window,
 // replayed from the activity log (of the named replicas' calls only,
 // when any are named, as a running replica filters its peers' views);
-// the state is unknown without the daemon.
+// the state is unknown without the daemon. With several replicas' calls
+// in the window (or several named), each replica's servers are listed,
+// as a running replica lists every live one's.
 func (r *Record) Health(ctx context.Context, server string, replicas ...string) ([]api.ServerStatus, error) {
-	tr := health.NewTracker(nil)
-	if err := replayHealth(ctx, r.act, tr, replicas...); err != nil {
+	counts, err := r.act.ToolCallsEnded(ctx, healthSince(), health.BucketWidth, replicas...)
+	if err != nil {
 		return nil, err
 	}
-	out := []api.ServerStatus{}
-	for _, st := range ConfiguredServers(r.cfg) {
-		if server != "" && st.Name != server {
-			continue
+	trackers := map[string]*health.Tracker{}
+	for _, id := range replicas {
+		trackers[id] = health.NewTracker(nil)
+	}
+	for _, c := range counts {
+		if trackers[c.Replica] == nil {
+			trackers[c.Replica] = health.NewTracker(nil)
 		}
-		h := tr.Snapshot(st.Name)
-		st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
-		out = append(out, st)
+		addEnded(trackers[c.Replica], c)
+	}
+	if len(trackers) == 0 {
+		trackers[""] = health.NewTracker(nil)
+	}
+	out := []api.ServerStatus{}
+	for _, id := range slices.Sorted(maps.Keys(trackers)) {
+		for _, st := range ConfiguredServers(r.cfg) {
+			if server != "" && st.Name != server {
+				continue
+			}
+			h := trackers[id].Snapshot(st.Name)
+			st.Replica = id
+			st.Health = &api.Health{Calls: h.Calls, Failed: h.Failed, DominantClass: h.DominantClass, Degraded: h.Degraded, Summary: h.Summary}
+			out = append(out, st)
+		}
 	}
 	if server != "" && len(out) == 0 {
 		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: fmt.Sprintf("no server named %q in the config", server)}
@@ -140,19 +160,26 @@ func (r *Record) Health(ctx context.Context, server string, replicas ...string) 
 	return out, nil
 }
 
+// healthSince is where a replay of the health window starts: a call that
+// started up to a window before the window's start may have ended in it.
+func healthSince() time.Time { return time.Now().Add(-2 * health.Window) }
+
+// addEnded counts c into tr at its end, as a running proxyd counted it.
+func addEnded(tr *health.Tracker, c activity.EndedCount) {
+	tr.Add(c.Server, callerr.Classification{Class: c.ErrorClass, Domain: c.FaultDomain}, c.End, c.Calls)
+}
+
 // replayHealth counts into tr the tool calls of the health window ending
-// now that the activity log holds (of these replicas only, when named),
-// each at its end as a running proxyd counted it: the record read while
-// proxyd is down, and a proxyd starting again, give the window the same
-// answer. A call that started up to a window before the window's start
-// may have ended in it.
+// now that the activity log holds (of these replicas only, when named):
+// the record read while proxyd is down, and a proxyd starting again,
+// give the window the same answer.
 func replayHealth(ctx context.Context, act *activity.Store, tr *health.Tracker, replicas ...string) error {
-	counts, err := act.ToolCallsEnded(ctx, time.Now().Add(-2*health.Window), health.BucketWidth, replicas...)
+	counts, err := act.ToolCallsEnded(ctx, healthSince(), health.BucketWidth, replicas...)
 	if err != nil {
 		return err
 	}
 	for _, c := range counts {
-		tr.Add(c.Server, callerr.Classification{Class: c.ErrorClass, Domain: c.FaultDomain}, c.End, c.Calls)
+		addEnded(tr, c)
 	}
 	return nil
 }

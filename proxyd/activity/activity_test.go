@@ -708,7 +708,8 @@ func TestBatchIDsFollowAddOrder(t *testing.T) {
 }
 
 // TestToolCallsEnded: the health window's replay counts tool calls by
-// server, outcome and the slot their end falls in, of the replicas named.
+// replica, server, outcome and the slot their end falls in, of the
+// replicas named.
 func TestToolCallsEnded(t *testing.T) {
 	eachEngine(t, func(t *testing.T, eng string) {
 		s := newStore(t, eng, Options{Replica: "a"})
@@ -736,18 +737,37 @@ func TestToolCallsEnded(t *testing.T) {
 			return cmp.Or(a.End.Compare(b.End), strings.Compare(a.ErrorClass, b.ErrorClass))
 		})
 		want := []EndedCount{
-			{Server: "docs", End: t0, Calls: 2},
-			{Server: "docs", ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, End: t0, Calls: 1},
-			{Server: "docs", End: t0.Add(20 * time.Second), Calls: 1},
+			{Replica: "a", Server: "docs", End: t0, Calls: 2},
+			{Replica: "a", Server: "docs", ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, End: t0, Calls: 1},
+			{Replica: "a", Server: "docs", End: t0.Add(20 * time.Second), Calls: 1},
 		}
 		if len(got) != len(want) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
 		for i := range want {
-			if got[i].Server != want[i].Server || got[i].ErrorClass != want[i].ErrorClass || got[i].FaultDomain != want[i].FaultDomain ||
-				!got[i].End.Equal(want[i].End) || got[i].Calls != want[i].Calls {
+			if !sameCount(got[i], want[i]) {
 				t.Errorf("row %d: got %+v, want %+v", i, got[i], want[i])
 			}
 		}
+		// Unfiltered, the other replica's call is a row of its own.
+		all, err := s.ToolCallsEnded(context.Background(), t0, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var theirs []EndedCount
+		for _, c := range all {
+			if c.Replica != "a" {
+				theirs = append(theirs, c)
+			}
+		}
+		other := EndedCount{Replica: "b", Server: "docs", ErrorClass: callerr.ClassHTTP, FaultDomain: callerr.DomainUpstream, End: t0, Calls: 1}
+		if len(all) != len(want)+1 || len(theirs) != 1 || !sameCount(theirs[0], other) {
+			t.Errorf("unfiltered: got %+v, want replica a's rows and %+v", all, other)
+		}
 	})
+}
+
+func sameCount(a, b EndedCount) bool {
+	return a.Replica == b.Replica && a.Server == b.Server && a.ErrorClass == b.ErrorClass && a.FaultDomain == b.FaultDomain &&
+		a.End.Equal(b.End) && a.Calls == b.Calls
 }

@@ -186,20 +186,21 @@ func (s *Store) Export(ctx context.Context, f Filter, fn func(Record) error) err
 	}
 }
 
-// EndedCount is how many tool calls of one server and outcome ended in
-// one slot of time (see Store.ToolCallsEnded).
+// EndedCount is how many tool calls of one replica, server and outcome
+// ended in one slot of time (see Store.ToolCallsEnded).
 type EndedCount struct {
-	Server, ErrorClass, FaultDomain string
-	End                             time.Time // the slot's start
-	Calls                           int
+	Replica, Server, ErrorClass, FaultDomain string
+	End                                      time.Time // the slot's start
+	Calls                                    int
 }
 
 // ToolCallsEnded counts the tool calls (records without a method) that
-// started at or after since, by server, outcome and the slot of width
-// their end falls in; of these replicas only, when named. One grouped
-// query, so its cost is the window's slots rather than its records.
+// started at or after since, by replica, server, outcome and the slot of
+// width their end falls in; of these replicas only, when named. One
+// grouped query, so its cost is the window's slots rather than its
+// records.
 func (s *Store) ToolCallsEnded(ctx context.Context, since time.Time, width time.Duration, replicas ...string) ([]EndedCount, error) {
-	q := `SELECT server, error_class, fault_domain, (ts + duration_us * 1000) / ? AS slot, COUNT(*) FROM activity
+	q := `SELECT replica, server, error_class, fault_domain, (ts + duration_us * 1000) / ? AS slot, COUNT(*) FROM activity
 		WHERE ts >= ? AND method = ''`
 	args := []any{width.Nanoseconds(), since.UnixNano()}
 	if len(replicas) > 0 {
@@ -208,7 +209,7 @@ func (s *Store) ToolCallsEnded(ctx context.Context, since time.Time, width time.
 			args = append(args, r)
 		}
 	}
-	q += ` GROUP BY server, error_class, fault_domain, slot`
+	q += ` GROUP BY replica, server, error_class, fault_domain, slot`
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count tool calls: %w", err)
@@ -218,7 +219,7 @@ func (s *Store) ToolCallsEnded(ctx context.Context, since time.Time, width time.
 	for rows.Next() {
 		var c EndedCount
 		var slot int64
-		if err := rows.Scan(&c.Server, &c.ErrorClass, &c.FaultDomain, &slot, &c.Calls); err != nil {
+		if err := rows.Scan(&c.Replica, &c.Server, &c.ErrorClass, &c.FaultDomain, &slot, &c.Calls); err != nil {
 			return nil, fmt.Errorf("count tool calls: %w", err)
 		}
 		c.End = time.Unix(0, slot*width.Nanoseconds())
