@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // terminal is a tmux server of the test's own, with one window running a
@@ -144,6 +145,30 @@ func TestTopInTerminal(t *testing.T) {
 	})
 	colour.keys("q")
 	colour.waitScreen("top to quit", "EXIT 0")
+}
+
+// TestTopFollowsARestart: a top left open while proxyd restarts says it
+// does not answer, then follows the new proxyd's calls without a key.
+func TestTopFollowsARestart(t *testing.T) {
+	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
+	if r := e.run("call", "fixture", "fail"); r.code != 4 {
+		t.Fatalf("the failing tool: %s", r)
+	}
+	term := newTerminal(t, "restart", e.shellCommand([]string{"TERM=xterm-256color"}, "top", "--interval", "200ms"))
+	term.waitScreen("the first failure", "fixture", "tool_error 1")
+	e.stopAll()
+	term.waitScreen("top to say proxyd is away", "proxyd does not answer", "(retrying)")
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	if r := e.run("call", "fixture", "fail"); r.code != 4 {
+		t.Fatalf("the failing tool after the restart: %s", r)
+	}
+	s := term.waitScreen("the new proxyd's failure", "tool_error 2")
+	if strings.Contains(s, "does not answer") {
+		t.Errorf("the error line outlived the restart:\n%s", s)
+	}
+	term.keys("q")
+	term.waitScreen("top to quit", "EXIT 0")
 }
 
 // Not a terminal: a plain table per interval, --count of them.
