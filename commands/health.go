@@ -30,7 +30,10 @@ Examples:
 
 With several proxyd replicas on one state database, every live replica's
 view is listed (theirs as published on their last heartbeat, at most 5 s
-old) with a REPLICA column.`,
+old) with a REPLICA column.
+
+With proxyd not running, the window's calls are counted from the activity
+record (each replica's apart; the state is unknown) and health exits 3.`,
 	Flags: []cli.Flag{outputFlag,
 		&cli.StringSliceFlag{Name: "replica", Usage: "only these proxyd `REPLICA`s"}},
 	BashComplete: completeServers,
