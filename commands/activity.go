@@ -70,9 +70,18 @@ Examples:
 			Action:    runActivityShow,
 		},
 		{
-			Name:   "follow",
-			Usage:  "print records live as calls complete (Ctrl-C to stop)",
-			Flags:  append(filterFlags(), outputFlag),
+			Name:  "follow",
+			Usage: "print records live as calls complete (Ctrl-C to stop)",
+			Description: `Prints each call's record as it completes, until Ctrl-C or --until.
+When proxyd stops, the follow exits 3 and says so; with --retry it waits
+for proxyd to answer again and goes on, first printing from the record
+the calls that ended in between (each record once).
+
+Examples:
+   mcpx activity follow --status error
+   mcpx activity follow --fault-domain upstream -o json --retry`,
+			Flags: append(filterFlags(), outputFlag,
+				&cli.BoolFlag{Name: "retry", Usage: "when proxyd stops, wait for it and go on following"}),
 			Action: runActivityFollow,
 		},
 		{
@@ -324,24 +333,7 @@ func runActivityFollow(c *cli.Context) error {
 	}
 	on, tsv := colorEnabled(c), tsvOutput(c)
 	w := c.App.Writer
-	st, err := newClient(c).FollowActivity(ctx, q)
-	if err != nil {
-		return daemonErr(err)
-	}
-	defer st.Close()
-	for {
-		r, err := st.Next()
-		if ctx.Err() != nil {
-			return nil // Ctrl-C or --until
-		}
-		if errors.Is(err, io.EOF) {
-			// proxyd ends a follow only when it stops: not the end of
-			// what was asked for, which a script must be able to tell.
-			return exitErr(ExitProxydNotRunning, errors.New("proxyd ended the stream: it stopped or is restarting (follow again once 'mcpx status' answers; 'mcpx activity --since TIME' lists the calls in between)"))
-		}
-		if err != nil {
-			return daemonErr(err)
-		}
+	show := func(r api.ActivityRecord) error {
 		switch f {
 		case "json":
 			b, err := machineJSON(r)
@@ -359,9 +351,117 @@ func runActivityFollow(c *cli.Context) error {
 			if tsv {
 				// As the list's TSV: tab-separated, uncoloured.
 				fmt.Fprintln(w, strings.Join(tsvRow(shownRow(activityRow(r))), "\t"))
-				continue
+				return nil
 			}
 			fmt.Fprintln(w, color(on && domainColor(r.FaultDomain) != "", domainColor(r.FaultDomain), strings.Join(activityRow(r), "  ")))
+		}
+		return nil
+	}
+	cl := newClient(c)
+	fl := &follower{cl: cl, q: q, since: time.Now(), show: show}
+	for {
+		err := fl.follow(ctx)
+		if ctx.Err() != nil {
+			return nil // Ctrl-C or --until
+		}
+		if !c.Bool("retry") {
+			if errors.Is(err, io.EOF) {
+				// proxyd ends a follow only when it stops: not the end of
+				// what was asked for, which a script must be able to tell.
+				return exitErr(ExitProxydNotRunning, errors.New("proxyd ended the stream: it stopped or is restarting (follow again once 'mcpx status' answers, or follow with --retry; 'mcpx activity --since TIME' lists the calls in between)"))
+			}
+			return daemonErr(err)
+		}
+		if !errors.Is(err, io.EOF) && !api.IsNotRunning(err) && !fl.followed {
+			return daemonErr(err) // not a stop: a refusal (a bad filter, say)
+		}
+		switch {
+		case !fl.followed:
+			errorf(c, "proxyd is not running; waiting for it to answer (Ctrl-C to stop)\n")
+		case errors.Is(err, io.EOF) || api.IsNotRunning(err):
+			errorf(c, "proxyd stopped; waiting for it to answer again (Ctrl-C to stop)\n")
+		default:
+			errorf(c, "the stream from proxyd broke (%v); waiting for proxyd to answer again (Ctrl-C to stop)\n", err)
+		}
+		if err := waitForProxyd(ctx, cl); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return daemonErr(err)
+		}
+		if fl.followed {
+			errorf(c, "proxyd answers again; following (first the calls that ended in between)\n")
+		} else {
+			errorf(c, "proxyd answers; following\n")
+		}
+	}
+}
+
+// follower prints a follow's records once each, across restarts of proxyd.
+type follower struct {
+	cl       *api.Client
+	q        api.ActivityQuery
+	since    time.Time // when the follow began
+	show     func(api.ActivityRecord) error
+	last     int64 // the newest record shown
+	followed bool  // a stream has been open
+}
+
+// follow streams records until the stream ends. Once one has ended, the
+// next opens the live stream first and then shows from the record what
+// ended in between (ids only grow, so after the last shown; or, none
+// shown yet, since the follow began), the live stream's copies skipped.
+func (fl *follower) follow(ctx context.Context) error {
+	st, err := fl.cl.FollowActivity(ctx, fl.q)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	emit := func(r api.ActivityRecord) error {
+		if r.ID != 0 && r.ID <= fl.last {
+			return nil
+		}
+		fl.last = max(fl.last, r.ID)
+		return fl.show(r)
+	}
+	if fl.followed {
+		gap := fl.q
+		gap.After = fl.last
+		if fl.last == 0 {
+			gap.Since = fl.since
+		}
+		if err := streamEach(fl.cl.ExportActivity(ctx, gap))(emit); err != nil {
+			return err
+		}
+	}
+	fl.followed = true
+	for {
+		r, err := st.Next()
+		if err != nil {
+			return err
+		}
+		if err := emit(r); err != nil {
+			return err
+		}
+	}
+}
+
+// waitForProxyd polls until a proxyd answers that is not stopping (one
+// that is still answers while it drains its calls), ctx ends, or an error
+// other than its absence comes back.
+func waitForProxyd(ctx context.Context, cl *api.Client) error {
+	for {
+		st, err := cl.Status(ctx)
+		if err == nil && !st.Stopping {
+			return nil
+		}
+		if err != nil && !api.IsNotRunning(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -40,7 +40,7 @@ var exitCodes = []struct {
 	{"0", "success; for `probe`: `ok`, or `auth_required` without `--require-auth-ok`; for a drill: PASS, or N/A when the drill does not apply to the server's protocol era"},
 	{"1", "any other error (the message names the cause)"},
 	{"2", "usage: unknown command or flag, bad argument or value, arguments that do not match the tool's input schema, a name already taken"},
-	{"3", "proxyd is not running (the message names the socket and `mcpx up`); `activity` and `auth status` then read its record and exit 0, `health` reads it and still exits 3, as `status -o json` does, printing the configured servers with `\"running\": false`; `activity follow` exits 3 when proxyd stops while it follows"},
+	{"3", "proxyd is not running (the message names the socket and `mcpx up`); `activity` and `auth status` then read its record and exit 0, `health` reads it and still exits 3, as `status -o json` does, printing the configured servers with `\"running\": false`; `activity follow` exits 3 when proxyd stops while it follows (unless `--retry`)"},
 	{"4", "`call`, `read`, `prompt`, `rpc`, `skills`: the upstream failed the request (any class but `auth`), or the tool returned `isError: true`; `skills SERVER SKILL`: a file does not match its entry"},
 	{"5", "a drill's verdict is FAIL"},
 	{"6", "sign-in required: not signed in, the grant is gone, or a request failed with class `auth`"},

@@ -155,6 +155,7 @@ complete -c mcpx -n '__fish_seen_subcommand_from follow' -f -l replica -r -d 'on
 complete -c mcpx -n '__fish_seen_subcommand_from follow' -f -l since -r -d 'from `WHEN`: a duration ago (1h, 30m, 7d), or a time (RFC 3339 with or without offset, or as tables print it)'
 complete -c mcpx -n '__fish_seen_subcommand_from follow' -f -l until -r -d 'up to `WHEN`: as --since, or +DURATION from now (follow)'
 complete -c mcpx -n '__fish_seen_subcommand_from follow' -f -l output -s o -r -d 'output `FORMAT`: table (aligned), tsv, json or yaml'
+complete -c mcpx -n '__fish_seen_subcommand_from follow' -f -l retry -d 'when proxyd stops, wait for it and go on following'
 complete -c mcpx -n '__fish_seen_subcommand_from export' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_seen_subcommand_from activity' -a 'export' -d 'stream every matching record as JSON lines or CSV'
 complete -c mcpx -n '__fish_seen_subcommand_from export' -f -l server -r -d 'only these `SERVER`s (repeatable or comma-separated)'

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // TestOutputConsistency: -o everywhere (activity export too, --format an
@@ -111,38 +113,142 @@ func jsonNumber(v any) string {
 // if what it was asked for were done.
 func TestFollowEndsWithProxyd(t *testing.T) {
 	e, p := fixtureEnv(t, mcpserver.EraBoth, "auto")
-	var out, errOut syncBuffer
-	follow := exec.Command(mcpxBin, append(e.globals(), "activity", "follow", "-o", "json")...)
-	follow.Env, follow.Stdout, follow.Stderr = e.environ(), &out, &errOut
-	if err := follow.Start(); err != nil {
+	f := startFollow(t, e, "-o", "json")
+	f.waitCall(t, e)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t, 15*time.Second); err != nil {
+		t.Logf("proxyd: %v", err)
+	}
+	select {
+	case <-f.exited:
+		var ee *exec.ExitError
+		if !errors.As(f.err, &ee) || ee.ExitCode() != 3 || !strings.Contains(f.errOut.String(), "proxyd ended the stream") {
+			t.Errorf("follow after proxyd stopped: %v\nstderr: %s", f.err, f.errOut.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("follow still running 15 s after proxyd stopped")
+	}
+}
+
+// followProc is `mcpx activity follow` running beside the test.
+type followProc struct {
+	cmd         *exec.Cmd
+	out, errOut syncBuffer
+	exited      chan struct{}
+	err         error // once exited is closed
+}
+
+// startFollow starts `mcpx activity follow ARGS`, killed at the test's end.
+func startFollow(t *testing.T, e *env, args ...string) *followProc {
+	t.Helper()
+	f := &followProc{exited: make(chan struct{})}
+	f.cmd = exec.Command(mcpxBin, append(e.globals(), append([]string{"activity", "follow"}, args...)...)...)
+	f.cmd.Env, f.cmd.Stdout, f.cmd.Stderr = e.environ(), &f.out, &f.errOut
+	if err := f.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	var werr error
-	go func() { werr = follow.Wait(); close(exited) }()
-	defer func() { _ = follow.Process.Kill(); <-exited }()
+	go func() { f.err = f.cmd.Wait(); close(f.exited) }()
+	t.Cleanup(func() { _ = f.cmd.Process.Kill(); <-f.exited })
+	return f
+}
+
+// waitCall calls the fixture's echo until the follow prints one: the
+// first calls may end before it has subscribed.
+func (f *followProc) waitCall(t *testing.T, e *env) {
+	t.Helper()
 	calls := 0
 	waitfor.Cond(t, 30*time.Second, "a followed call in the stream", func() (bool, string) {
-		if strings.Contains(out.String(), `"echo"`) {
+		if strings.Contains(f.out.String(), `"echo"`) {
 			return true, ""
 		}
 		if calls < 100 {
 			calls++
 			e.mustRun("call", "fixture", "echo", "text=followed")
 		}
-		return false, out.String()
+		return false, f.out.String() + f.errOut.String()
 	})
+}
+
+// TestFollowRetriesAcrossARestart: with --retry a follow outlives proxyd:
+// it says it waits, and once a new proxyd answers it prints first the
+// calls that ended while it was not following (from the record), then
+// the live ones, each record once.
+func TestFollowRetriesAcrossARestart(t *testing.T) {
+	e, p := fixtureEnv(t, mcpserver.EraBoth, "auto")
+	f := startFollow(t, e, "-o", "json", "--retry")
+	tools := func() []string {
+		var names []string
+		var last int64
+		for _, line := range strings.Split(strings.TrimSpace(f.out.String()), "\n") {
+			var r api.ActivityRecord
+			if line == "" || json.Unmarshal([]byte(line), &r) != nil {
+				continue
+			}
+			if r.ID <= last {
+				t.Errorf("record %d after %d: shown twice or out of order\n%s", r.ID, last, f.out.String())
+			}
+			last = r.ID
+			names = append(names, r.Tool)
+		}
+		return names
+	}
+	f.waitCall(t, e)
+
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(t, 15*time.Second); err != nil {
 		t.Logf("proxyd: %v", err)
 	}
-	select {
-	case <-exited:
-		var ee *exec.ExitError
-		if !errors.As(werr, &ee) || ee.ExitCode() != 3 || !strings.Contains(errOut.String(), "proxyd ended the stream") {
-			t.Errorf("follow after proxyd stopped: %v\nstderr: %s", werr, errOut.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("follow still running 15 s after proxyd stopped")
+	waitfor.Cond(t, 15*time.Second, "the follow to say it waits", func() (bool, string) {
+		return strings.Contains(f.errOut.String(), "waiting for it to answer again"), f.errOut.String()
+	})
+	// Held still while the new proxyd runs a call: that call ends
+	// before the follow can subscribe, so it can only come from the
+	// record.
+	if err := f.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
 	}
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	if r := e.run("call", "fixture", "fail"); r.code != 4 {
+		t.Fatalf("the failing tool: %s", r)
+	}
+	if err := f.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Every echo before the stop (some perhaps only from the record),
+	// then the call made in between.
+	shown := func(want ...string) (bool, string) {
+		names := tools()
+		n := len(names) - len(want)
+		ok := n > 0 && slices.Equal(names[n:], want) && !slices.ContainsFunc(names[:n], func(s string) bool { return s != "echo" })
+		return ok, strings.Join(names, " ") + "\n" + f.errOut.String()
+	}
+	waitfor.Cond(t, 15*time.Second, "the call made in between", func() (bool, string) { return shown("fail") })
+	// The live stream opened before the record was read: a call now
+	// comes through it.
+	e.mustRun("call", "fixture", "add", "a=1", "b=2")
+	waitfor.Cond(t, 15*time.Second, "a live call after the restart", func() (bool, string) { return shown("fail", "add") })
+	if !strings.Contains(f.errOut.String(), "proxyd answers again") {
+		t.Errorf("the follow did not say it goes on:\n%s", f.errOut.String())
+	}
+	select {
+	case <-f.exited:
+		t.Fatalf("the follow exited:\n%s", f.errOut.String())
+	default:
+	}
+}
+
+// TestFollowRetryWaitsForProxyd: follow --retry started before proxyd
+// waits for it, saying so, rather than exiting 3.
+func TestFollowRetryWaitsForProxyd(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraBoth)
+	e := newEnv(t)
+	e.writeConfig(fixtureConfig(fx.URL(), "auto"))
+	f := startFollow(t, e, "-o", "json", "--retry")
+	waitfor.Cond(t, 15*time.Second, "the follow to say it waits", func() (bool, string) {
+		return strings.Contains(f.errOut.String(), "proxyd is not running; waiting for it to answer"), f.errOut.String()
+	})
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	f.waitCall(t, e)
 }

@@ -20,7 +20,7 @@ func filterFromQuery(v url.Values) (activity.Filter, error) {
 	}
 	f := activity.Filter{
 		Servers: q.Servers, Tools: q.Tools, Statuses: q.Statuses, ErrorClasses: q.ErrorClasses, FaultDomains: q.FaultDomains, Replicas: q.Replicas,
-		Since: q.Since, Until: q.Until, Limit: q.Limit,
+		Since: q.Since, Until: q.Until, Limit: q.Limit, AfterID: q.After,
 	}
 	if err := f.Validate(); err != nil {
 		return f, badRequest("%v", err)

@@ -75,6 +75,9 @@ type ActivityQuery struct {
 	Replicas     []string  // the proxyd replicas that made the calls
 	Since, Until time.Time // inclusive
 	Limit        int       // list only; 0: the daemon's default
+	// After keeps the records with a larger id only: a follow resumed
+	// after a restart reads what it missed from the export.
+	After int64
 }
 
 // activity query parameters, in one place for the client and the daemon.
@@ -88,6 +91,7 @@ const (
 	paramSince       = "since"
 	paramUntil       = "until"
 	paramLimit       = "limit"
+	paramAfter       = "after"
 	paramBy          = "by"
 )
 
@@ -113,6 +117,9 @@ func (q ActivityQuery) Values() url.Values {
 	}
 	if q.Limit > 0 {
 		v.Set(paramLimit, strconv.Itoa(q.Limit))
+	}
+	if q.After > 0 {
+		v.Set(paramAfter, strconv.FormatInt(q.After, 10))
 	}
 	return v
 }
@@ -143,6 +150,11 @@ func ParseActivityQuery(v url.Values) (ActivityQuery, error) {
 	if s := v.Get(paramLimit); s != "" {
 		if q.Limit, err = strconv.Atoi(s); err != nil || q.Limit < 0 {
 			return q, fmt.Errorf("limit must be a non-negative number")
+		}
+	}
+	if s := v.Get(paramAfter); s != "" {
+		if q.After, err = strconv.ParseInt(s, 10, 64); err != nil || q.After < 0 {
+			return q, fmt.Errorf("after must be a record id (a non-negative number)")
 		}
 	}
 	return q, nil
