@@ -360,6 +360,7 @@ func runActivityFollow(c *cli.Context) error {
 	cl := newClient(c)
 	fl := &follower{cl: cl, q: q, since: time.Now(), show: show}
 	for {
+		began := time.Now()
 		err := fl.follow(ctx)
 		if ctx.Err() != nil {
 			return nil // Ctrl-C or --until
@@ -382,6 +383,11 @@ func runActivityFollow(c *cli.Context) error {
 			errorf(c, "proxyd stopped; waiting for it to answer again (Ctrl-C to stop)\n")
 		default:
 			errorf(c, "the stream from proxyd broke (%v); waiting for proxyd to answer again (Ctrl-C to stop)\n", err)
+		}
+		// A proxyd that answers but fails the follow at once is not
+		// asked again in a tight loop.
+		if err := sleepCtx(ctx, time.Until(began.Add(time.Second))); err != nil {
+			return nil
 		}
 		if err := waitForProxyd(ctx, cl); err != nil {
 			if ctx.Err() != nil {
@@ -446,6 +452,21 @@ func (fl *follower) follow(ctx context.Context) error {
 	}
 }
 
+// sleepCtx waits d (nothing when d <= 0) or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // waitForProxyd polls until a proxyd answers that is not stopping (one
 // that is still answers while it drains its calls), ctx ends, or an error
 // other than its absence comes back.
@@ -458,10 +479,8 @@ func waitForProxyd(ctx context.Context, cl *api.Client) error {
 		if err != nil && !api.IsNotRunning(err) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }
