@@ -389,11 +389,8 @@ func runActivityFollow(c *cli.Context) error {
 		if err := sleepCtx(ctx, time.Until(began.Add(time.Second))); err != nil {
 			return nil
 		}
-		if err := waitForProxyd(ctx, cl); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return daemonErr(err)
+		if awaitProxyd(ctx, cl.Status, time.Time{}) != nil {
+			return nil // only ctx ends a wait without a deadline
 		}
 		if fl.followed {
 			errorf(c, "proxyd answers again; following (first the calls that ended in between)\n")
@@ -447,39 +444,6 @@ func (fl *follower) follow(ctx context.Context) error {
 			return err
 		}
 		if err := emit(r); err != nil {
-			return err
-		}
-	}
-}
-
-// sleepCtx waits d (nothing when d <= 0) or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// waitForProxyd polls until a proxyd answers that is not stopping (one
-// that is still answers while it drains its calls), ctx ends, or an error
-// other than its absence comes back.
-func waitForProxyd(ctx context.Context, cl *api.Client) error {
-	for {
-		st, err := cl.Status(ctx)
-		if err == nil && !st.Stopping {
-			return nil
-		}
-		if err != nil && !api.IsNotRunning(err) {
-			return err
-		}
-		if err := sleepCtx(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ package commands
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -407,4 +408,44 @@ func nonNegativeLimit(_ *cli.Context, n int) error {
 		return usageErr("--limit %d: give a count of 0 or more (0: all)", n)
 	}
 	return nil
+}
+
+// sleepCtx waits d (nothing when d <= 0) or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// awaitProxyd polls status until a proxyd answers that is not stopping
+// (the old one answers status while it drains, until its socket goes),
+// ctx ends (its error), or deadline passes (zero: never; then why proxyd
+// was not back at the last poll). Polls start 50 ms apart and back off
+// to one a second.
+func awaitProxyd(ctx context.Context, status func(context.Context) (*api.Status, error), deadline time.Time) error {
+	delay := 50 * time.Millisecond
+	for {
+		st, err := status(ctx)
+		if err == nil && !st.Stopping {
+			return nil
+		}
+		if err == nil {
+			err = errProxydStopping
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return err
+		}
+		if err := sleepCtx(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(2*delay, time.Second)
+	}
 }

@@ -556,29 +556,11 @@ func (b *bridge) reestablish(gen int) error {
 		return nil
 	}
 	fmt.Fprintf(b.log, "mcpx stdio: lost proxyd's session (proxyd restarted?); waiting up to %s for proxyd\n", b.wait)
-	deadline := time.Now().Add(b.wait)
-	delay := 50 * time.Millisecond
-	for {
-		// Back is a proxyd that answers and is not itself stopping (the
-		// old one answers status until its socket goes).
-		st, err := b.status(ctx)
-		if err == nil && !st.Stopping {
-			break
-		}
-		if err == nil {
-			err = errProxydStopping
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("proxyd did not come back within %s (%v); exiting so the client can start the bridge again", b.wait, err)
-		}
-		select {
-		case <-ctx.Done():
+	if err := awaitProxyd(ctx, b.status, time.Now().Add(b.wait)); err != nil {
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-time.After(delay):
 		}
-		if delay *= 2; delay > time.Second {
-			delay = time.Second
-		}
+		return fmt.Errorf("proxyd did not come back within %s (%v); exiting so the client can start the bridge again", b.wait, err)
 	}
 	b.gen++
 	if b.initParams == nil {
