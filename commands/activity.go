@@ -72,10 +72,11 @@ Examples:
 		{
 			Name:  "follow",
 			Usage: "print records live as calls complete (Ctrl-C to stop)",
-			Description: `Prints each call's record as it completes, until Ctrl-C or --until.
+			Description: `Prints each call's record as it completes, until Ctrl-C or --until:
+the calls of the proxyd you ask (with several replicas, its own).
 When proxyd stops, the follow exits 3 and says so; with --retry it waits
 for proxyd to answer again and goes on, first printing from the record
-the calls that ended in between (each record once).
+the calls it ended in between (each record once).
 
 Examples:
    mcpx activity follow --status error
@@ -408,6 +409,11 @@ type follower struct {
 	show     func(api.ActivityRecord) error
 	last     int64 // the newest record shown
 	followed bool  // a stream has been open
+	// replicas are the ids of the proxyd followed so far: a live stream
+	// carries its own proxyd's calls, so the record read after a restart
+	// takes only theirs. Others sharing a PostgreSQL record are not
+	// followed, and their ids can commit out of order with these.
+	replicas []string
 }
 
 // follow streams records until the stream ends. Once one has ended, the
@@ -415,6 +421,9 @@ type follower struct {
 // ended in between (ids only grow, so after the last shown; or, none
 // shown yet, since the follow began), the live stream's copies skipped.
 func (fl *follower) follow(ctx context.Context) error {
+	if s, err := fl.cl.Status(ctx); err == nil && s.Replica != "" && !slices.Contains(fl.replicas, s.Replica) {
+		fl.replicas = append(fl.replicas, s.Replica)
+	}
 	st, err := fl.cl.FollowActivity(ctx, fl.q)
 	if err != nil {
 		return err
@@ -427,12 +436,7 @@ func (fl *follower) follow(ctx context.Context) error {
 		fl.last = max(fl.last, r.ID)
 		return fl.show(r)
 	}
-	if fl.followed {
-		gap := fl.q
-		gap.After = fl.last
-		if fl.last == 0 {
-			gap.Since = fl.since
-		}
+	if gap, ok := fl.gap(); ok {
 		if err := streamEach(fl.cl.ExportActivity(ctx, gap))(emit); err != nil {
 			return err
 		}
@@ -447,6 +451,33 @@ func (fl *follower) follow(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// gap is the record read that fills what ended while no stream was open:
+// after the last record shown (or since the follow began), of the
+// followed proxyd's replicas the query asked for; false when there is
+// nothing to read (no stream yet, or none of those replicas asked for).
+func (fl *follower) gap() (api.ActivityQuery, bool) {
+	if !fl.followed {
+		return api.ActivityQuery{}, false
+	}
+	gap := fl.q
+	gap.After = fl.last
+	if fl.last == 0 {
+		gap.Since = fl.since
+	}
+	if len(fl.replicas) > 0 {
+		gap.Replicas = nil
+		for _, r := range fl.replicas {
+			if len(fl.q.Replicas) == 0 || slices.Contains(fl.q.Replicas, r) {
+				gap.Replicas = append(gap.Replicas, r)
+			}
+		}
+		if len(gap.Replicas) == 0 {
+			return gap, false
+		}
+	}
+	return gap, true
 }
 
 func runActivityExport(c *cli.Context) error {

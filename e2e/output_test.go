@@ -169,6 +169,24 @@ func (f *followProc) waitCall(t *testing.T, e *env) {
 	})
 }
 
+// records are the JSON lines the follow printed so far; a record shown
+// twice or out of id order fails t.
+func (f *followProc) records(t *testing.T) []api.ActivityRecord {
+	t.Helper()
+	var recs []api.ActivityRecord
+	for _, line := range strings.Split(strings.TrimSpace(f.out.String()), "\n") {
+		var r api.ActivityRecord
+		if line == "" || json.Unmarshal([]byte(line), &r) != nil {
+			continue
+		}
+		if n := len(recs); n > 0 && r.ID <= recs[n-1].ID {
+			t.Errorf("record %d after %d: shown twice or out of order\n%s", r.ID, recs[n-1].ID, f.out.String())
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
 // TestFollowRetriesAcrossARestart: with --retry a follow outlives proxyd:
 // it says it waits, and once a new proxyd answers it prints first the
 // calls that ended while it was not following (from the record), then
@@ -178,16 +196,7 @@ func TestFollowRetriesAcrossARestart(t *testing.T) {
 	f := startFollow(t, e, "-o", "json", "--retry")
 	tools := func() []string {
 		var names []string
-		var last int64
-		for _, line := range strings.Split(strings.TrimSpace(f.out.String()), "\n") {
-			var r api.ActivityRecord
-			if line == "" || json.Unmarshal([]byte(line), &r) != nil {
-				continue
-			}
-			if r.ID <= last {
-				t.Errorf("record %d after %d: shown twice or out of order\n%s", r.ID, last, f.out.String())
-			}
-			last = r.ID
+		for _, r := range f.records(t) {
 			names = append(names, r.Tool)
 		}
 		return names

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/pgtest"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -114,5 +118,65 @@ func TestReplicasSharePostgres(t *testing.T) {
 	}
 	if r := b.run("health"); r.code != 3 || !strings.Contains(r.stdout, "REPLICA") || !strings.Contains(r.stdout, "r1") {
 		t.Errorf("offline health of two replicas: want exit 3 and a REPLICA column:\n%s", r)
+	}
+}
+
+// A follow streams the calls of the proxyd it follows. After a restart,
+// its read of what ended in between takes that proxyd's calls only: not
+// another replica's on the same database, which the live stream never
+// showed and whose ids can commit out of order with this one's.
+func TestFollowRetryKeepsToItsReplica(t *testing.T) {
+	dsn := pgtest.Database(t)
+	fx := startFixture(t, mcpserver.EraBoth)
+	var reps []*env
+	var procs []*proxydProc
+	for i := range 2 {
+		e := newEnv(t)
+		e.extraEnv = append(e.extraEnv, "MCPX_TEST_STATE_DSN="+dsn, fmt.Sprintf("MCPX_REPLICA=r%d", i))
+		e.writeConfig("state: {postgres: \"${env:MCPX_TEST_STATE_DSN}\"}\n" + fixtureConfig(fx.URL(), "auto"))
+		procs = append(procs, e.startProxyd())
+		e.waitServer("fixture", api.StateReady)
+		reps = append(reps, e)
+	}
+	a, b := reps[0], reps[1]
+	f := startFollow(t, a, "-o", "json", "--retry")
+	f.waitCall(t, a)
+	b.mustRun("call", "fixture", "add", "a=1", "b=2") // r1's, the stream open
+
+	_ = procs[0].cmd.Process.Signal(syscall.SIGTERM)
+	if err := procs[0].wait(t, 15*time.Second); err != nil {
+		t.Logf("proxyd r0: %v", err)
+	}
+	waitfor.Cond(t, 15*time.Second, "the follow to say it waits", func() (bool, string) {
+		return strings.Contains(f.errOut.String(), "waiting for it to answer again"), f.errOut.String()
+	})
+	// Held still while both replicas make a call, so both can reach it
+	// only from the record.
+	if err := f.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	b.mustRun("call", "fixture", "add", "a=2", "b=3")
+	a.startProxyd()
+	a.waitServer("fixture", api.StateReady)
+	if r := a.run("call", "fixture", "fail"); r.code != 4 {
+		t.Fatalf("the failing tool: %s", r)
+	}
+	if err := f.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	a.mustRun("call", "fixture", "add", "a=1", "b=1") // live, on r0
+	waitfor.Cond(t, 15*time.Second, "r0's call in between, then its live one", func() (bool, string) {
+		recs := f.records(t)
+		var tools []string
+		for _, r := range recs {
+			tools = append(tools, r.Replica+":"+r.Tool)
+		}
+		n := len(tools)
+		return n >= 2 && tools[n-2] == "r0:fail" && tools[n-1] == "r0:add", strings.Join(tools, " ") + "\n" + f.errOut.String()
+	})
+	for _, r := range f.records(t) {
+		if r.Replica != "r0" {
+			t.Errorf("the follow of r0 showed %s's call %d (%s)", r.Replica, r.ID, r.Tool)
+		}
 	}
 }
