@@ -103,6 +103,7 @@ type topSource struct {
 	window time.Duration
 
 	mu         sync.Mutex
+	replica    string // the proxyd's id among replicas sharing a record
 	win        *livestats.Window
 	backfilled bool // the window holds the store's records
 	streamErr  error
@@ -157,7 +158,16 @@ func (s *topSource) followOnce(ctx context.Context) error {
 			Reinit: r.Reinit, TokenRefresh: r.TokenRefresh})
 		return nil
 	}
+	// The live stream carries this proxyd's own calls; so does the
+	// backfill, not other replicas' on a shared record (whose ids can
+	// also commit out of order with its own).
 	backfill := api.ActivityQuery{Since: time.Now().Add(-s.window)}
+	if st, err := s.cl.Status(fctx); err == nil && st.Replica != "" {
+		backfill.Replicas = []string{st.Replica}
+		s.mu.Lock()
+		s.replica = st.Replica
+		s.mu.Unlock()
+	}
 	if err := streamEach(s.cl.ExportActivity(fctx, backfill))(add); err != nil {
 		return err
 	}
@@ -177,6 +187,16 @@ func (s *topSource) followOnce(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// ownCalls narrows q to the calls of the proxyd top shows, once known.
+func (s *topSource) ownCalls(q api.ActivityQuery) api.ActivityQuery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.replica != "" {
+		q.Replicas = []string{s.replica}
+	}
+	return q
 }
 
 // topRow is one server's line.

@@ -96,7 +96,7 @@ func (m *topModel) loadFailures(server string) tea.Cmd {
 		q.FaultDomains = []string{m.view.domain}
 	}
 	return func() tea.Msg {
-		recs, err := m.src.cl.Activity(m.ctx, q)
+		recs, err := m.src.cl.Activity(m.ctx, m.src.ownCalls(q))
 		return topFailuresMsg{server: server, recs: recs, err: err}
 	}
 }

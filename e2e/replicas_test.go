@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,16 +122,15 @@ func TestReplicasSharePostgres(t *testing.T) {
 	}
 }
 
-// A follow streams the calls of the proxyd it follows. After a restart,
-// its read of what ended in between takes that proxyd's calls only: not
-// another replica's on the same database, which the live stream never
-// showed and whose ids can commit out of order with this one's.
-func TestFollowRetryKeepsToItsReplica(t *testing.T) {
+// replicaFixtureEnvs starts n replicas of proxyd on one PostgreSQL
+// database, each serving one fixture.
+func replicaFixtureEnvs(t *testing.T, n int) ([]*env, []*proxydProc) {
+	t.Helper()
 	dsn := pgtest.Database(t)
 	fx := startFixture(t, mcpserver.EraBoth)
 	var reps []*env
 	var procs []*proxydProc
-	for i := range 2 {
+	for i := range n {
 		e := newEnv(t)
 		e.extraEnv = append(e.extraEnv, "MCPX_TEST_STATE_DSN="+dsn, fmt.Sprintf("MCPX_REPLICA=r%d", i))
 		e.writeConfig("state: {postgres: \"${env:MCPX_TEST_STATE_DSN}\"}\n" + fixtureConfig(fx.URL(), "auto"))
@@ -138,6 +138,35 @@ func TestFollowRetryKeepsToItsReplica(t *testing.T) {
 		e.waitServer("fixture", api.StateReady)
 		reps = append(reps, e)
 	}
+	return reps, procs
+}
+
+// mcpx top shows the calls of the proxyd it asks: its window's records
+// read from a shared record are that replica's, as its live stream is.
+func TestTopKeepsToItsReplica(t *testing.T) {
+	reps, _ := replicaFixtureEnvs(t, 2)
+	a, b := reps[0], reps[1]
+	if r := b.run("call", "fixture", "fail"); r.code != 4 {
+		t.Fatalf("the failing tool on r1: %s", r)
+	}
+	a.mustRun("call", "fixture", "echo", "text=r0")
+	waitFor(t, "both calls in the record", func() (bool, string) {
+		var recs []activity.Record
+		a.runJSON(0, &recs, "activity", "-o", "json")
+		return len(recs) == 2, fmt.Sprint(recs)
+	})
+	r := a.mustRun("top", "--count", "1")
+	if !regexp.MustCompile(`fixture +ready +0\.\d\d +0\.0%`).MatchString(r.stdout) {
+		t.Errorf("top on r0 counts r1's failed call (want r0's call alone, no failures):\n%s", r)
+	}
+}
+
+// A follow streams the calls of the proxyd it follows. After a restart,
+// its read of what ended in between takes that proxyd's calls only: not
+// another replica's on the same database, which the live stream never
+// showed and whose ids can commit out of order with this one's.
+func TestFollowRetryKeepsToItsReplica(t *testing.T) {
+	reps, procs := replicaFixtureEnvs(t, 2)
 	a, b := reps[0], reps[1]
 	f := startFollow(t, a, "-o", "json", "--retry")
 	f.waitCall(t, a)
