@@ -187,6 +187,37 @@ func (f *followProc) records(t *testing.T) []api.ActivityRecord {
 	return recs
 }
 
+// restartHeld stops e's proxyd p under a follow with --retry and waits
+// for the follow to say it waits; then, holding the follow still
+// (SIGSTOP), runs between (when not nil), starts a new proxyd of e and
+// makes a failing call through it, and lets the follow go on. Those
+// calls end before the follow can subscribe again, so they can reach it
+// only from the record.
+func (f *followProc) restartHeld(t *testing.T, e *env, p *proxydProc, between func()) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t, 15*time.Second); err != nil {
+		t.Logf("proxyd: %v", err)
+	}
+	waitfor.Cond(t, 15*time.Second, "the follow to say it waits", func() (bool, string) {
+		return strings.Contains(f.errOut.String(), "waiting for it to answer again"), f.errOut.String()
+	})
+	if err := f.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		between()
+	}
+	e.startProxyd()
+	e.waitServer("fixture", api.StateReady)
+	if r := e.run("call", "fixture", "fail"); r.code != 4 {
+		t.Fatalf("the failing tool: %s", r)
+	}
+	if err := f.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFollowRetriesAcrossARestart: with --retry a follow outlives proxyd:
 // it says it waits, and once a new proxyd answers it prints first the
 // calls that ended while it was not following (from the record), then
@@ -202,28 +233,7 @@ func TestFollowRetriesAcrossARestart(t *testing.T) {
 		return names
 	}
 	f.waitCall(t, e)
-
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.wait(t, 15*time.Second); err != nil {
-		t.Logf("proxyd: %v", err)
-	}
-	waitfor.Cond(t, 15*time.Second, "the follow to say it waits", func() (bool, string) {
-		return strings.Contains(f.errOut.String(), "waiting for it to answer again"), f.errOut.String()
-	})
-	// Held still while the new proxyd runs a call: that call ends
-	// before the follow can subscribe, so it can only come from the
-	// record.
-	if err := f.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	e.startProxyd()
-	e.waitServer("fixture", api.StateReady)
-	if r := e.run("call", "fixture", "fail"); r.code != 4 {
-		t.Fatalf("the failing tool: %s", r)
-	}
-	if err := f.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	f.restartHeld(t, e, p, nil)
 	// Every echo before the stop (some perhaps only from the record),
 	// then the call made in between.
 	shown := func(want ...string) (bool, string) {

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -171,28 +170,8 @@ func TestFollowRetryKeepsToItsReplica(t *testing.T) {
 	f := startFollow(t, a, "-o", "json", "--retry")
 	f.waitCall(t, a)
 	b.mustRun("call", "fixture", "add", "a=1", "b=2") // r1's, the stream open
-
-	_ = procs[0].cmd.Process.Signal(syscall.SIGTERM)
-	if err := procs[0].wait(t, 15*time.Second); err != nil {
-		t.Logf("proxyd r0: %v", err)
-	}
-	waitfor.Cond(t, 15*time.Second, "the follow to say it waits", func() (bool, string) {
-		return strings.Contains(f.errOut.String(), "waiting for it to answer again"), f.errOut.String()
-	})
-	// Held still while both replicas make a call, so both can reach it
-	// only from the record.
-	if err := f.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	b.mustRun("call", "fixture", "add", "a=2", "b=3")
-	a.startProxyd()
-	a.waitServer("fixture", api.StateReady)
-	if r := a.run("call", "fixture", "fail"); r.code != 4 {
-		t.Fatalf("the failing tool: %s", r)
-	}
-	if err := f.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	// r0 restarts under the follow; both replicas call meanwhile.
+	f.restartHeld(t, a, procs[0], func() { b.mustRun("call", "fixture", "add", "a=2", "b=3") })
 	a.mustRun("call", "fixture", "add", "a=1", "b=1") // live, on r0
 	waitfor.Cond(t, 15*time.Second, "r0's call in between, then its live one", func() (bool, string) {
 		recs := f.records(t)
