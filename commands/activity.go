@@ -359,6 +359,14 @@ func runActivityFollow(c *cli.Context) error {
 		return nil
 	}
 	cl := newClient(c)
+	// A follow streams its own proxyd's calls: a --replica naming only
+	// others would wait for nothing.
+	if len(q.Replicas) > 0 {
+		if st, err := cl.Status(ctx); err == nil && st.Replica != "" && !slices.Contains(q.Replicas, st.Replica) {
+			list := strings.Join(q.Replicas, ",")
+			return usageErr("--replica %s: this proxyd is replica %s, and a follow streams its own calls (follow through the proxyd of %s, or read the record with 'mcpx activity --replica %s')", list, st.Replica, list, list)
+		}
+	}
 	fl := &follower{cl: cl, q: q, since: time.Now(), show: show}
 	for {
 		began := time.Now()

@@ -257,6 +257,16 @@ func TestFollowRetriesAcrossARestart(t *testing.T) {
 	}
 }
 
+// TestFollowOtherReplica: a follow names its own proxyd's calls; a
+// --replica naming only other replicas is refused, saying why.
+func TestFollowOtherReplica(t *testing.T) {
+	e, _ := fixtureEnv(t, mcpserver.EraBoth, "auto")
+	r := e.run("activity", "follow", "--replica", "r9")
+	if r.code != 2 || !strings.Contains(r.stderr, "a follow streams its own calls") || !strings.Contains(r.stderr, "mcpx activity --replica r9") {
+		t.Errorf("follow --replica of another replica: want exit 2 naming why:\n%s", r)
+	}
+}
+
 // TestFollowRetryWaitsForProxyd: follow --retry started before proxyd
 // waits for it, saying so, rather than exiting 3.
 func TestFollowRetryWaitsForProxyd(t *testing.T) {
