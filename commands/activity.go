@@ -362,9 +362,9 @@ func runActivityFollow(c *cli.Context) error {
 	// A follow streams its own proxyd's calls: a --replica naming only
 	// others would wait for nothing.
 	if len(q.Replicas) > 0 {
-		if st, err := cl.Status(ctx); err == nil && st.Replica != "" && !slices.Contains(q.Replicas, st.Replica) {
+		if own := replicaOf(ctx, cl); own != "" && !slices.Contains(q.Replicas, own) {
 			list := strings.Join(q.Replicas, ",")
-			return usageErr("--replica %s: this proxyd is replica %s, and a follow streams its own calls (follow through the proxyd of %s, or read the record with 'mcpx activity --replica %s')", list, st.Replica, list, list)
+			return usageErr("--replica %s: this proxyd is replica %s, and a follow streams its own calls (follow through the proxyd of %s, or read the record with 'mcpx activity --replica %s')", list, own, list, list)
 		}
 	}
 	fl := &follower{cl: cl, q: q, since: time.Now(), show: show}
@@ -429,8 +429,8 @@ type follower struct {
 // ended in between (ids only grow, so after the last shown; or, none
 // shown yet, since the follow began), the live stream's copies skipped.
 func (fl *follower) follow(ctx context.Context) error {
-	if s, err := fl.cl.Status(ctx); err == nil && s.Replica != "" && !slices.Contains(fl.replicas, s.Replica) {
-		fl.replicas = append(fl.replicas, s.Replica)
+	if own := replicaOf(ctx, fl.cl); own != "" && !slices.Contains(fl.replicas, own) {
+		fl.replicas = append(fl.replicas, own)
 	}
 	st, err := fl.cl.FollowActivity(ctx, fl.q)
 	if err != nil {

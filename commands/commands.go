@@ -410,6 +410,17 @@ func nonNegativeLimit(_ *cli.Context, n int) error {
 	return nil
 }
 
+// replicaOf is the id of the proxyd cl talks to among replicas sharing a
+// record ("" when it does not answer): its live activity stream carries
+// that replica's calls only, so reads of the record that join the stream
+// take the same.
+func replicaOf(ctx context.Context, cl *api.Client) string {
+	if st, err := cl.Status(ctx); err == nil {
+		return st.Replica
+	}
+	return ""
+}
+
 // sleepCtx waits d (nothing when d <= 0) or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {

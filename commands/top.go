@@ -162,10 +162,10 @@ func (s *topSource) followOnce(ctx context.Context) error {
 	// backfill, not other replicas' on a shared record (whose ids can
 	// also commit out of order with its own).
 	backfill := api.ActivityQuery{Since: time.Now().Add(-s.window)}
-	if st, err := s.cl.Status(fctx); err == nil && st.Replica != "" {
-		backfill.Replicas = []string{st.Replica}
+	if own := replicaOf(fctx, s.cl); own != "" {
+		backfill.Replicas = []string{own}
 		s.mu.Lock()
-		s.replica = st.Replica
+		s.replica = own
 		s.mu.Unlock()
 	}
 	if err := streamEach(s.cl.ExportActivity(fctx, backfill))(add); err != nil {

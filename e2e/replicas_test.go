@@ -15,6 +15,13 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
+// asReplica makes e replica r<i> on the state database named by dsn (by
+// a ${env:...} reference in the config), serving the config body.
+func asReplica(e *env, i int, dsn, body string) {
+	e.extraEnv = append(e.extraEnv, "MCPX_TEST_STATE_DSN="+dsn, fmt.Sprintf("MCPX_REPLICA=r%d", i))
+	e.writeConfig("state: {postgres: \"${env:MCPX_TEST_STATE_DSN}\"}\n" + body)
+}
+
 // replicaEnvs starts n proxyd replicas, each with its own socket, state dir
 // and listen address, sharing the state database named by dsn (by a
 // ${env:...} reference in the config) and serving the config body.
@@ -23,8 +30,7 @@ func replicaEnvs(t *testing.T, n int, dsn, body string) []*oauthEnv {
 	var out []*oauthEnv
 	for i := range n {
 		e := newOAuthEnv(t)
-		e.extraEnv = append(e.extraEnv, "MCPX_TEST_STATE_DSN="+dsn, fmt.Sprintf("MCPX_REPLICA=r%d", i))
-		e.writeConfig("state: {postgres: \"${env:MCPX_TEST_STATE_DSN}\"}\n" + body)
+		asReplica(e.env, i, dsn, body)
 		e.up()
 		out = append(out, e)
 	}
@@ -131,8 +137,7 @@ func replicaFixtureEnvs(t *testing.T, n int) ([]*env, []*proxydProc) {
 	var procs []*proxydProc
 	for i := range n {
 		e := newEnv(t)
-		e.extraEnv = append(e.extraEnv, "MCPX_TEST_STATE_DSN="+dsn, fmt.Sprintf("MCPX_REPLICA=r%d", i))
-		e.writeConfig("state: {postgres: \"${env:MCPX_TEST_STATE_DSN}\"}\n" + fixtureConfig(fx.URL(), "auto"))
+		asReplica(e, i, dsn, fixtureConfig(fx.URL(), "auto"))
 		procs = append(procs, e.startProxyd())
 		e.waitServer("fixture", api.StateReady)
 		reps = append(reps, e)
