@@ -359,15 +359,17 @@ func runActivityFollow(c *cli.Context) error {
 		return nil
 	}
 	cl := newClient(c)
+	fl := &follower{cl: cl, q: q, since: time.Now(), show: show}
 	// A follow streams its own proxyd's calls: a --replica naming only
 	// others would wait for nothing.
 	if len(q.Replicas) > 0 {
-		if own := replicaOf(ctx, cl); own != "" && !slices.Contains(q.Replicas, own) {
+		own := replicaOf(ctx, cl)
+		if own != "" && !slices.Contains(q.Replicas, own) {
 			list := strings.Join(q.Replicas, ",")
 			return usageErr("--replica %s: this proxyd is replica %s, and a follow streams its own calls (follow through the proxyd of %s, or read the record with 'mcpx activity --replica %s')", list, own, list, list)
 		}
+		fl.known = &own // the first stream's, asked already
 	}
-	fl := &follower{cl: cl, q: q, since: time.Now(), show: show}
 	for {
 		began := time.Now()
 		err := fl.follow(ctx)
@@ -422,6 +424,10 @@ type follower struct {
 	// takes only theirs. Others sharing a PostgreSQL record are not
 	// followed, and their ids can commit out of order with these.
 	replicas []string
+	// known is the replica of the proxyd the next stream opens on, when
+	// already asked (the --replica check); each later stream asks again,
+	// as a restart may bring another proxyd.
+	known *string
 }
 
 // follow streams records until the stream ends. Once one has ended, the
@@ -429,7 +435,13 @@ type follower struct {
 // ended in between (ids only grow, so after the last shown; or, none
 // shown yet, since the follow began), the live stream's copies skipped.
 func (fl *follower) follow(ctx context.Context) error {
-	if own := replicaOf(ctx, fl.cl); own != "" && !slices.Contains(fl.replicas, own) {
+	own := ""
+	if fl.known != nil {
+		own, fl.known = *fl.known, nil
+	} else {
+		own = replicaOf(ctx, fl.cl)
+	}
+	if own != "" && !slices.Contains(fl.replicas, own) {
 		fl.replicas = append(fl.replicas, own)
 	}
 	st, err := fl.cl.FollowActivity(ctx, fl.q)

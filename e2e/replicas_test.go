@@ -170,26 +170,32 @@ func TestTopKeepsToItsReplica(t *testing.T) {
 // another replica's on the same database, which the live stream never
 // showed and whose ids can commit out of order with this one's.
 func TestFollowRetryKeepsToItsReplica(t *testing.T) {
-	reps, procs := replicaFixtureEnvs(t, 2)
-	a, b := reps[0], reps[1]
-	f := startFollow(t, a, "-o", "json", "--retry")
-	f.waitCall(t, a)
-	b.mustRun("call", "fixture", "add", "a=1", "b=2") // r1's, the stream open
-	// r0 restarts under the follow; both replicas call meanwhile.
-	f.restartHeld(t, a, procs[0], func() { b.mustRun("call", "fixture", "add", "a=2", "b=3") })
-	a.mustRun("call", "fixture", "add", "a=1", "b=1") // live, on r0
-	waitfor.Cond(t, 15*time.Second, "r0's call in between, then its live one", func() (bool, string) {
-		recs := f.records(t)
-		var tools []string
-		for _, r := range recs {
-			tools = append(tools, r.Replica+":"+r.Tool)
-		}
-		n := len(tools)
-		return n >= 2 && tools[n-2] == "r0:fail" && tools[n-1] == "r0:add", strings.Join(tools, " ") + "\n" + f.errOut.String()
-	})
-	for _, r := range f.records(t) {
-		if r.Replica != "r0" {
-			t.Errorf("the follow of r0 showed %s's call %d (%s)", r.Replica, r.ID, r.Tool)
-		}
+	// Without --replica the follow learns its proxyd's replica per
+	// stream; with it, the first stream's comes from the flag's check.
+	for _, flags := range [][]string{nil, {"--replica", "r0"}} {
+		t.Run(strings.Join(append([]string{"follow"}, flags...), " "), func(t *testing.T) {
+			reps, procs := replicaFixtureEnvs(t, 2)
+			a, b := reps[0], reps[1]
+			f := startFollow(t, a, append([]string{"-o", "json", "--retry"}, flags...)...)
+			f.waitCall(t, a)
+			b.mustRun("call", "fixture", "add", "a=1", "b=2") // r1's, the stream open
+			// r0 restarts under the follow; both replicas call meanwhile.
+			f.restartHeld(t, a, procs[0], func() { b.mustRun("call", "fixture", "add", "a=2", "b=3") })
+			a.mustRun("call", "fixture", "add", "a=1", "b=1") // live, on r0
+			waitfor.Cond(t, 15*time.Second, "r0's call in between, then its live one", func() (bool, string) {
+				recs := f.records(t)
+				var tools []string
+				for _, r := range recs {
+					tools = append(tools, r.Replica+":"+r.Tool)
+				}
+				n := len(tools)
+				return n >= 2 && tools[n-2] == "r0:fail" && tools[n-1] == "r0:add", strings.Join(tools, " ") + "\n" + f.errOut.String()
+			})
+			for _, r := range f.records(t) {
+				if r.Replica != "r0" {
+					t.Errorf("the follow of r0 showed %s's call %d (%s)", r.Replica, r.ID, r.Tool)
+				}
+			}
+		})
 	}
 }
