@@ -163,6 +163,18 @@ func TestTopKeepsToItsReplica(t *testing.T) {
 	if !regexp.MustCompile(`fixture +ready +0\.\d\d +0\.0%`).MatchString(r.stdout) {
 		t.Errorf("top on r0 counts r1's failed call (want r0's call alone, no failures):\n%s", r)
 	}
+	// A server's failures view (enter) lists r0's failed call, not r1's.
+	if r := a.run("call", "fixture", "fail"); r.code != 4 {
+		t.Fatalf("the failing tool on r0: %s", r)
+	}
+	term := newTerminal(t, "replica", a.shellCommand([]string{"TERM=xterm-256color"}, "top", "--interval", "200ms"))
+	term.waitScreen("r0's failure", "fixture", "tool_error 1", "50.0%")
+	term.keys("Enter")
+	if s := term.waitScreen("r0's failures", "recent failures of fixture", "records"); !strings.Contains(s, "· 1 records") {
+		t.Errorf("r0's failures view (want its one failed call):\n%s", s)
+	}
+	term.keys("q")
+	term.waitScreen("top to quit", "EXIT 0")
 }
 
 // A follow streams the calls of the proxyd it follows. After a restart,
