@@ -95,6 +95,17 @@ func (r *Recorder) RecordLimit(e *LimitError) {
 	r.mu.Unlock()
 }
 
+// RecordJSONRPCError records a JSON-RPC error code that a reader of an
+// SSE answer found in it after taking the stream with StreamBody.
+func (r *Recorder) RecordJSONRPCError(code int) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.f.JSONRPCCode, r.f.HasJSONRPCCode = code, true
+	r.mu.Unlock()
+}
+
 // peekLimit bounds how much of a JSON or error body is inspected; JSON-RPC
 // error responses and gateway error pages fit well within it.
 const peekLimit = 64 << 10
@@ -342,6 +353,17 @@ type sseObserver struct {
 	rec  *Recorder
 	line []byte
 	skip bool // current line exceeded the bound; ignore until newline
+}
+
+// StreamBody is an SSE answer's body without the transport's scan, for a
+// caller that parses every event itself: it reports the answer's
+// JSON-RPC error with Recorder.RecordJSONRPCError, so each event is read
+// once. Any other body is returned as it is.
+func StreamBody(body io.ReadCloser) io.ReadCloser {
+	if o, ok := body.(*sseObserver); ok {
+		return o.rc
+	}
+	return body
 }
 
 func (o *sseObserver) Read(p []byte) (int, error) {

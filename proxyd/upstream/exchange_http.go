@@ -123,6 +123,7 @@ func (c *Conn) post(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 		return x.outcome(m)
 	case "text/event-stream":
+		resp.Body = callerr.StreamBody(resp.Body)
 		res, rest, err := c.readStream(ctx, cl, w, hc, x, resp.Body, sid)
 		if err != nil && ctx.Err() != nil {
 			c.cancelUpstream(cl, hc, w, x.id)
@@ -283,6 +284,10 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				if err := replyFor(m.ID, x.id, m.Error != nil); err != nil {
 					return nil, false, err
 				}
+				if m.Error != nil {
+					// The transport left the stream to this reader.
+					callerr.RecorderFrom(ctx).RecordJSONRPCError(m.Error.Code)
+				}
 				held = slices.DeleteFunc(held, func(h *exchange) bool { return h == x })
 				res, err := x.outcome(m)
 				return res, resumes == 0, err
@@ -358,7 +363,7 @@ func (c *Conn) resume(ctx context.Context, hc *http.Client, w wire, sid, lastID 
 		defer resp.Body.Close()
 		return nil, fmt.Errorf("resuming the response stream: %w", c.statusError(resp, w, sid))
 	}
-	return resp.Body, nil
+	return callerr.StreamBody(resp.Body), nil
 }
 
 // answerHTTP answers a request the upstream sent on x's stream and posts

@@ -196,6 +196,39 @@ func TestReplyWithWrongIDRefused(t *testing.T) {
 	}
 }
 
+// A JSON-RPC error is recorded with its code whether it comes as a JSON
+// answer (the transport peeks at it) or as an SSE answer's event (the
+// relay's stream reader finds it), so a code the library knows nothing
+// of still classifies as the upstream's JSON-RPC error.
+func TestJSONRPCErrorRecordedInEitherAnswer(t *testing.T) {
+	for _, era := range []mcpserver.Era{mcpserver.EraLegacy, mcpserver.EraModern} {
+		for _, ct := range []string{"application/json", mcpserver.ContentTypeSSE} {
+			t.Run(string(era)+"/"+ct, func(t *testing.T) {
+				fx := startFixture(t, era)
+				// The call recorder's transport outermost, as the daemon has it.
+				m := NewManager(Options{Version: "test", Wrappers: []Wrapper{
+					func(_ string, next http.RoundTripper) http.RoundTripper { return callerr.NewTransport(next) },
+				}})
+				m.Apply([]config.Server{{Name: "fx", URL: fx.URL()}})
+				t.Cleanup(func() { m.Close(context.Background()) })
+				c, _ := m.Get("fx")
+				waitState(t, c, api.StateReady)
+				if _, err := fx.AddFault(mcpserver.Fault{Kind: mcpserver.FaultJSONRPCError, Tool: mcpserver.ToolEcho, Code: -32099, Message: "custom", ContentType: ct, Count: 1}); err != nil {
+					t.Fatal(err)
+				}
+				ctx, rec := callerr.WithRecorder(context.Background())
+				if res, err := c.CallTool(ctx, mcpserver.ToolEcho, []byte(`{"text":"hi"}`)); err == nil {
+					t.Fatalf("the error was taken as a result: %s", res.Raw)
+				}
+				f := rec.Facts()
+				if f.ContentType != ct || !f.HasJSONRPCCode || f.JSONRPCCode != -32099 {
+					t.Fatalf("recorded %s, code %d (%v); want %s, -32099", f.ContentType, f.JSONRPCCode, f.HasJSONRPCCode, ct)
+				}
+			})
+		}
+	}
+}
+
 // Which replies answer request "mcpx-7": its own id, and an error under a
 // null id (the server could not read the id; JSON-RPC 2.0, 5).
 func TestReplyFor(t *testing.T) {
