@@ -40,11 +40,12 @@ type session struct {
 	id string
 
 	// Under sessionIDs.mu: the session's place in the LRU queue and its
-	// last request. streams counts open GET streams: a session listening
-	// for notifications is in use even when it sends nothing.
-	elem    *list.Element
-	used    time.Time
-	streams atomic.Int32
+	// last request. busy counts its open GET streams and relayed requests
+	// in flight: a session listening for notifications or waiting for an
+	// answer is in use even when it sends nothing.
+	elem *list.Element
+	used time.Time
+	busy atomic.Int32
 
 	mu       sync.Mutex
 	caps     relay.Caps
@@ -124,10 +125,12 @@ func (s *session) track(id string, cancel context.CancelFunc) func() {
 	}
 	s.inflight[id] = cancel
 	s.mu.Unlock()
+	s.busy.Add(1)
 	return func() {
 		s.mu.Lock()
 		delete(s.inflight, id)
 		s.mu.Unlock()
+		s.busy.Add(-1)
 	}
 }
 
@@ -227,8 +230,9 @@ func (s *sessionIDs) Generate() string {
 
 // evict ends sessions idle past the timeout and, over the cap, the least
 // recently used, from the back of the queue (every use moves a session to
-// the front). A session with an open GET stream is in use however quiet:
-// it goes to the front instead, unless every session has had its turn.
+// the front). A session with an open GET stream or a request in flight is
+// in use however quiet: it goes to the front instead, unless every
+// session has had its turn (every one of them busy).
 // It returns the ended sessions; the caller ends them unlocked.
 func (s *sessionIDs) evict(now time.Time) []*session {
 	var ended []*session
@@ -237,7 +241,7 @@ func (s *sessionIDs) evict(now time.Time) []*session {
 		over := len(s.live) > s.max
 		sess := s.lru.Back().Value.(*session)
 		switch {
-		case sess.streams.Load() > 0 && !(over && looked >= s.lru.Len()):
+		case sess.busy.Load() > 0 && !(over && looked >= s.lru.Len()):
 			if looked >= s.lru.Len() {
 				return ended
 			}
@@ -357,12 +361,12 @@ func (s *sessionIDs) listen(id string, end context.CancelFunc) (done func(), ok 
 	if !sess.openStream(g) {
 		return nil, false
 	}
-	sess.streams.Add(1)
+	sess.busy.Add(1)
 	return func() {
 		sess.closeStream(g)
 		s.mu.Lock()
 		s.touch(id)
-		sess.streams.Add(-1)
+		sess.busy.Add(-1)
 		s.mu.Unlock()
 	}, true
 }

@@ -3,6 +3,7 @@ package downstream
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,9 +29,13 @@ type sessionServer struct {
 }
 
 func newSessionServer(t *testing.T, max int, idle time.Duration) *sessionServer {
+	return newSessionServerOf(t, hintBackend{}, max, idle)
+}
+
+func newSessionServerOf(t *testing.T, b Backend, max int, idle time.Duration) *sessionServer {
 	t.Helper()
 	ss := &sessionServer{t: t, now: time.Unix(1_000_000, 0)}
-	ss.s = New(hintBackend{}, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ss.s = New(b, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ss.s.Sync()
 	ss.s.SetSessionLimits(max, idle)
 	ss.s.sessions.now = ss.clock
@@ -142,6 +147,63 @@ func TestSessionCapEvictsLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
+// heldBackend holds every relayed call until release is closed, telling
+// started when one is in flight.
+type heldBackend struct {
+	hintBackend
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b heldBackend) Relay(ctx context.Context, _ *Call) (json.RawMessage, error) {
+	b.started <- struct{}{}
+	select {
+	case <-b.release:
+		return json.RawMessage(`{"content":[{"type":"text","text":"held"}]}`), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A session waiting for a call's answer is in use: new sessions past the
+// cap, and its idle time, evict others, not it, and its call is not
+// cancelled.
+func TestSessionWithACallInFlightIsNotEvicted(t *testing.T) {
+	const max = 5
+	b := heldBackend{started: make(chan struct{}, 1), release: make(chan struct{})}
+	ss := newSessionServerOf(t, b, max, time.Minute)
+	waiting := ss.initialize()
+	answer := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, ss.url, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", waiting)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answer <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		answer <- string(body)
+	}()
+	<-b.started
+	ss.advance(2 * time.Minute)
+	for range 4 * max {
+		ss.advance(time.Second)
+		ss.initialize()
+	}
+	close(b.release)
+	if got := <-answer; !strings.Contains(got, `"text":"held"`) {
+		t.Fatalf("the call in flight got %s, want its answer", got)
+	}
+	if code := ss.use(waiting); code != http.StatusOK {
+		t.Fatalf("the session that waited got %d after its call", code)
+	}
+}
+
 // Sessions idle past the timeout end, in proxyd and in the library; one
 // listening on its GET stream is in use however quiet it is.
 func TestIdleSessionsExpire(t *testing.T) {
@@ -189,7 +251,7 @@ func TestIdleSessionsExpire(t *testing.T) {
 		ss.s.sessions.mu.Lock()
 		defer ss.s.sessions.mu.Unlock()
 		sess, ok := ss.s.sessions.live[listening]
-		return ok && sess.streams.Load() == 0
+		return ok && sess.busy.Load() == 0
 	})
 	ss.advance(2 * time.Minute)
 	ss.initialize()
