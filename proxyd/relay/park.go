@@ -25,9 +25,16 @@ import (
 // parkTTL bounds how long a parked call waits for the client's retry.
 const parkTTL = 5 * time.Minute
 
-// maxParked bounds the calls waiting for their clients' retries: each
-// holds an upstream request open.
-const maxParked = 256
+// maxParked bounds the calls waiting for their clients' retries that are
+// still running: each holds an upstream request open. maxParkedEnded
+// bounds those that ended meanwhile (the call's timeout, an upstream
+// failure, a result), each kept for its retry: at that bound the one
+// that ended first is let go, so ended calls never keep a new one from
+// waiting.
+const (
+	maxParked      = 256
+	maxParkedEnded = 256
+)
 
 // parkPrefix marks the requestState values proxyd issues.
 const parkPrefix = "mcpx1."
@@ -110,9 +117,10 @@ type parked struct {
 
 	mu      sync.Mutex
 	stage   stage
-	helping bool     // a helper watches the first round
-	round   *handler // the client's current round (nil while parked)
-	caps    Caps     // the client's capabilities, as of its last round
+	ended   time.Time // when the call ended (zero while it runs)
+	helping bool      // a helper watches the first round
+	round   *handler  // the client's current round (nil while parked)
+	caps    Caps      // the client's capabilities, as of its last round
 	asks    map[string]*ask
 	order   []string
 	seq     int
@@ -178,14 +186,15 @@ func (r *Relayer) park(ctx context.Context, up Upstream, ex *Exchange, req *Requ
 	})
 	res, err := up.Relay(cctx, ex)
 	stop()
+	p.res, p.resMembers, p.err = res, ex.Result, err
 	p.mu.Lock()
 	early := p.stage == answeredEarly
 	if !early {
 		p.stage = overInFirst
 		p.round = nil
 	}
+	p.ended = time.Now()
 	p.mu.Unlock()
-	p.res, p.resMembers, p.err = res, ex.Result, err
 	close(p.done)
 	// Over: release the deadline's timer and what the context holds (the
 	// client request's values) now, not at the deadline.
@@ -382,7 +391,7 @@ func (t *parkTable) rekey(p *parked) error {
 	if t.closed {
 		return errors.New("proxyd is stopping: the call cannot wait for the client's input")
 	}
-	if old == "" && len(t.calls) >= maxParked {
+	if old == "" && !t.makeRoomLocked() {
 		return fmt.Errorf("proxyd holds %d calls waiting for their clients' input already; try again later", maxParked)
 	}
 	token := newParkToken()
@@ -393,6 +402,39 @@ func (t *parkTable) rekey(p *parked) error {
 	t.calls[token] = p
 	t.rearmLocked(p)
 	return nil
+}
+
+// makeRoomLocked reports whether a call may start to wait: fewer than
+// maxParked running calls wait, and if maxParkedEnded ended ones wait for
+// their retries, the one that ended first is let go (its retry is told
+// the requestState expired). Under t.mu.
+func (t *parkTable) makeRoomLocked() bool {
+	running := 0
+	var oldest *parked
+	var oldestEnd time.Time
+	for _, p := range t.calls {
+		p.mu.Lock()
+		end := p.ended
+		p.mu.Unlock()
+		switch {
+		case end.IsZero():
+			running++
+		case oldest == nil || end.Before(oldestEnd):
+			oldest, oldestEnd = p, end
+		}
+	}
+	if running >= maxParked {
+		return false
+	}
+	if len(t.calls)-running >= maxParkedEnded {
+		oldest.mu.Lock()
+		if oldest.expiry != nil {
+			oldest.expiry.Stop()
+		}
+		delete(t.calls, oldest.token)
+		oldest.mu.Unlock()
+	}
+	return true
 }
 
 func (p *parked) currentToken() string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -167,5 +168,110 @@ func TestFirstRoundWithoutAnswerRefusesAsks(t *testing.T) {
 	}
 	if got := stats.Inputs(); len(got) != 1 || got[0].Action != "refused" {
 		t.Fatalf("inputs %+v", got)
+	}
+}
+
+// heldUpstream is a legacy upstream whose call asks its client for input
+// and then fails once release is closed, answered or not.
+type heldUpstream struct{ release chan struct{} }
+
+func (heldUpstream) Modern() bool { return false }
+
+func (u heldUpstream) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error) {
+	go func() {
+		_, _ = ex.Handler.Ask(ctx, MethodElicitation, json.RawMessage(`{"message":"Who?","requestedSchema":{"type":"object"}}`))
+	}()
+	select {
+	case <-u.release:
+		return nil, errors.New("the upstream gave up")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Calls that ended while waiting for their clients' retries (the call's
+// timeout, the upstream's failure) no longer hold a place among the
+// running ones: a new call can wait as soon as they end, an ended call's
+// retry still hears how it ended, and past maxParkedEnded the one that
+// ended first is let go.
+func TestEndedParkedCallsLeaveRoom(t *testing.T) {
+	r := New()
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// park starts a call on up and returns its first round's answer, and
+	// a channel with its first Do's return once the call ends.
+	park := func(up Upstream) (json.RawMessage, error, chan error) {
+		type early struct {
+			res json.RawMessage
+			err error
+		}
+		got := make(chan early, 1)
+		first := make(chan error, 1)
+		go func() {
+			_, err := r.Do(ctx, up, &Request{
+				Exchange: Exchange{Method: "tools/call", Name: "ask", Params: json.RawMessage(`{"name":"ask"}`)},
+				Answer:   func(res json.RawMessage, err error) { got <- early{res, err} },
+			}, elicitingPeer{})
+			first <- err
+		}()
+		select {
+		case e := <-got:
+			return e.res, e.err, first
+		case err := <-first:
+			return nil, err, first
+		}
+	}
+	retry := func(state string) error {
+		params := json.RawMessage(`{"name":"ask","requestState":"` + state + `","inputResponses":{}}`)
+		_, err := r.Do(ctx, heldUpstream{}, &Request{Exchange: Exchange{Method: "tools/call", Name: "ask", Params: params}}, elicitingPeer{})
+		return err
+	}
+	held := heldUpstream{release: make(chan struct{})}
+	states := make([]string, maxParked)
+	firsts := make([]chan error, maxParked)
+	var wg sync.WaitGroup
+	for i := range maxParked {
+		wg.Go(func() {
+			res, err, first := park(held)
+			if err != nil || StringMember(res, "resultType") != "input_required" {
+				t.Errorf("call %d: %s, %v; want input_required", i, res, err)
+			}
+			states[i], firsts[i] = StringMember(res, "requestState"), first
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if _, err, _ := park(heldUpstream{release: make(chan struct{})}); err == nil || !strings.Contains(err.Error(), "waiting for their clients' input") {
+		t.Fatalf("a call past %d running ones: %v, want it refused", maxParked, err)
+	}
+	close(held.release)
+	for i, first := range firsts {
+		if err := <-first; !errors.Is(err, ErrAnswered) {
+			t.Fatalf("call %d's first Do = %v, want ErrAnswered", i, err)
+		}
+	}
+	// Every waiting call has ended: a new one waits, which lets go of the
+	// call that ended first (maxParkedEnded of them wait already).
+	next := heldUpstream{release: make(chan struct{})}
+	defer close(next.release)
+	if res, err, _ := park(next); err != nil || StringMember(res, "resultType") != "input_required" {
+		t.Fatalf("a call after the others ended: %s, %v; want input_required", res, err)
+	}
+	gone, kept := 0, 0
+	for _, state := range states {
+		switch err := retry(state); {
+		case err != nil && strings.Contains(err.Error(), "the upstream gave up"):
+			kept++
+		case err != nil && strings.Contains(err.Error(), "unknown or has expired"):
+			gone++
+		default:
+			t.Fatalf("the retry of an ended call: %v", err)
+		}
+	}
+	if gone != 1 || kept != maxParked-1 {
+		t.Fatalf("retries of the ended calls: %d told how it ended, %d expired; want %d and 1", kept, gone, maxParked-1)
 	}
 }
