@@ -117,6 +117,10 @@ const (
 	DefaultRetentionInterval = time.Minute
 	// MaxErrorLen bounds the stored error text.
 	MaxErrorLen = 4096
+	// MaxNameLen bounds the stored tool (or "METHOD NAME"), method,
+	// request id and client: a client's unknown tool is recorded by the
+	// name it sent, whatever its length.
+	MaxNameLen = 1024
 	// addWait bounds how long Add waits for room before dropping.
 	addWait = 5 * time.Millisecond
 	// retentionBatch is the most rows one retention statement deletes.
@@ -247,12 +251,15 @@ func (s *Store) serveLowered() {
 // the queue stays full for a few milliseconds the record is dropped and
 // counted (Dropped). The time defaults to now and the status to error when
 // an error class is set, else ok. Error and reason texts are redacted and
-// stripped of control characters before they are stored.
+// stripped of control characters before they are stored; names longer
+// than MaxNameLen are cut.
 func (s *Store) Add(r Record) {
 	if s.closed.Load() {
 		s.dropped.Add(1)
 		return
 	}
+	r.Tool, r.Method = truncate(r.Tool, MaxNameLen), truncate(r.Method, MaxNameLen)
+	r.RequestID, r.Client = truncate(r.RequestID, MaxNameLen), truncate(r.Client, MaxNameLen)
 	if r.Time.IsZero() {
 		r.Time = s.opts.Now()
 	}

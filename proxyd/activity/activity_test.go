@@ -579,6 +579,36 @@ func TestTruncate(t *testing.T) {
 	}
 }
 
+// A record's names are stored cut to MaxNameLen, its texts to
+// MaxErrorLen: a client naming a tool of megabytes does not grow the log
+// (or the queue) by as much.
+func TestLongNamesAndTextsCut(t *testing.T) {
+	eachEngine(t, func(t *testing.T, eng string) {
+		s := newStore(t, eng, Options{})
+		huge := strings.Repeat("A", 1<<20)
+		s.Add(Record{Server: "fx", Tool: "fx__" + huge, Method: huge, RequestID: huge, Client: huge,
+			ErrorClass: "proxy_policy", Error: huge, Reason: huge})
+		flush(t, s)
+		got, err := s.List(context.Background(), Filter{})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("List = %d records, %v", len(got), err)
+		}
+		r := got[0]
+		for name, v := range map[string]struct {
+			s   string
+			max int
+		}{"tool": {r.Tool, MaxNameLen}, "method": {r.Method, MaxNameLen}, "request id": {r.RequestID, MaxNameLen},
+			"client": {r.Client, MaxNameLen}, "error": {r.Error, MaxErrorLen}, "reason": {r.Reason, MaxErrorLen}} {
+			if len(v.s) > v.max+len("…") || !strings.HasSuffix(v.s, "…") {
+				t.Errorf("%s stored as %d bytes, want at most %d and cut", name, len(v.s), v.max)
+			}
+		}
+		if !strings.HasPrefix(r.Tool, "fx__AAA") {
+			t.Errorf("tool stored as %.20q…", r.Tool)
+		}
+	})
+}
+
 // A batch that cannot be written is reported by Flush and counted as dropped.
 func TestWriteFailure(t *testing.T) {
 	eachEngine(t, func(t *testing.T, eng string) {
