@@ -105,6 +105,9 @@ type Server struct {
 	// maxStreams bounds the GET and listen streams open at once (0: no
 	// bound; see SetStreamLimit).
 	maxStreams atomic.Int64
+	// subscriptions counts the resource subscriptions the clients hold
+	// (see subscriptionBounds).
+	subscriptions atomic.Int64
 
 	mu       sync.Mutex
 	toolKeys map[string]string // exposed name -> what the library serves under it

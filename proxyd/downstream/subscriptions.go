@@ -28,6 +28,40 @@ type Subscriber interface {
 	Unsubscribe(server, uri string)
 }
 
+// Each subscription is a URI the client chose, held for as long as its
+// session or stream lasts: they are bounded in length, per client (a
+// legacy session or a listen stream) and in all.
+const (
+	maxSubscriptionURI       = 4096
+	maxClientSubscriptions   = 256
+	maxSubscriptionsInAll    = 4096
+	subscriptionBoundsAdvice = "unsubscribe from resources no longer watched"
+)
+
+// subscriptionRefused says why a client may not subscribe to uri when it
+// holds held subscriptions already ("" when it may).
+func subscriptionRefused(uri string, held int) string {
+	switch {
+	case len(uri) > maxSubscriptionURI:
+		return fmt.Sprintf("the URI is %d bytes long, over the %d proxyd subscribes to", len(uri), maxSubscriptionURI)
+	case held >= maxClientSubscriptions:
+		return fmt.Sprintf("this client holds %d subscriptions, the most proxyd keeps for one; %s", maxClientSubscriptions, subscriptionBoundsAdvice)
+	}
+	return ""
+}
+
+// holdSubscription counts one more subscription among all the clients'
+// (false at maxSubscriptionsInAll); dropSubscriptions counts n fewer.
+func (s *Server) holdSubscription() bool {
+	if s.subscriptions.Add(1) > maxSubscriptionsInAll {
+		s.subscriptions.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *Server) dropSubscriptions(n int) { s.subscriptions.Add(-int64(n)) }
+
 // listener is one modern client's subscriptions/listen stream.
 type listener struct {
 	id     json.RawMessage // the listen request's id: the subscription id
@@ -109,6 +143,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		// not it lists the URI now.
 		if held, had := sess.unsubscribe(uri); had {
 			sub.Unsubscribe(held, uri)
+			s.dropSubscriptions(1)
 		} else if !ok {
 			return false // the library's {}: nothing to end
 		}
@@ -129,11 +164,22 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		peer.finish(msg.ID, nil, &relay.RPCError{Code: mcp.RESOURCE_NOT_FOUND, Message: message, Data: data})
 		return true
 	}
-	if held, had := sess.holder(uri); had && held == srv {
+	held, had, count := sess.holder(uri)
+	if had && held == srv {
 		peer.finish(msg.ID, json.RawMessage("{}"), nil)
 		return true
 	}
+	if why := subscriptionRefused(uri, count); why != "" && !had {
+		peer.finish(msg.ID, nil, &relay.RPCError{Code: relay.CodeInvalidParams, Message: "subscription refused: " + why})
+		return true
+	}
+	if !s.holdSubscription() {
+		peer.finish(msg.ID, nil, &relay.RPCError{Code: relay.CodeInternal, Message: fmt.Sprintf(
+			"subscription refused: proxyd's clients hold %d subscriptions, the most it keeps; %s", maxSubscriptionsInAll, subscriptionBoundsAdvice)})
+		return true
+	}
 	if err := sub.Subscribe(r.Context(), srv, uri); err != nil {
+		s.dropSubscriptions(1)
 		rpc, ok := relay.IsRPCError(err)
 		if !ok {
 			rpc = &relay.RPCError{Code: relay.CodeInternal, Message: err.Error()}
@@ -147,6 +193,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 	// upstream counts stay even when two subscribes of a URI race.
 	if held, had := sess.subscribe(uri, srv); had {
 		sub.Unsubscribe(held, uri)
+		s.dropSubscriptions(1)
 	}
 	peer.finish(msg.ID, json.RawMessage("{}"), nil)
 	return true
@@ -166,12 +213,12 @@ func (s *session) subscribe(uri, srv string) (string, bool) {
 }
 
 // holder returns the server the session's subscription to uri is held
-// by; false when the session is not subscribed.
-func (s *session) holder(uri string) (string, bool) {
+// by (false when the session is not subscribed) and how many it holds.
+func (s *session) holder(uri string) (string, bool, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv, ok := s.subs[uri]
-	return srv, ok
+	return srv, ok, len(s.subs)
 }
 
 // unsubscribe forgets uri for the session and returns the server that
@@ -197,6 +244,7 @@ func (s *Server) endSubscriptions(sess *session) {
 	for uri, srv := range uris {
 		sub.Unsubscribe(srv, uri)
 	}
+	s.dropSubscriptions(len(uris))
 }
 
 // listen serves a modern client's subscriptions/listen: an acknowledgement
@@ -232,13 +280,25 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 		for uri, srv := range x.uris {
 			sub.Unsubscribe(srv, uri)
 		}
+		s.dropSubscriptions(len(x.uris))
 	}()
+	// What is not established (no server has the URI, it breaks a
+	// bound, the upstream refused it) is left out of the
+	// acknowledgement, which names what the stream gets.
 	for _, uri := range want.ResourceSubscriptions {
 		if _, dup := x.uris[uri]; sub == nil || t == nil || dup {
 			continue
 		}
+		if why := subscriptionRefused(uri, len(x.uris)); why != "" {
+			s.log.Debug("subscriptions/listen: a URI left out", "why", why)
+			continue
+		}
 		srv, ok := t.resourceServer(uri)
-		if !ok || sub.Subscribe(r.Context(), srv, uri) != nil {
+		if !ok || !s.holdSubscription() {
+			continue
+		}
+		if sub.Subscribe(r.Context(), srv, uri) != nil {
+			s.dropSubscriptions(1)
 			continue
 		}
 		x.uris[uri] = srv
@@ -311,7 +371,7 @@ func (s *Server) Notify(server, method string, params json.RawMessage) {
 		// that lists the same URI (the first lists it, see the routing
 		// table) is not what the client subscribed to.
 		s.sessions.each(func(sess *session) {
-			if held, ok := sess.holder(uri); ok && held == server {
+			if held, ok, _ := sess.holder(uri); ok && held == server {
 				s.toSession(sess.id, method, params)
 			}
 		})

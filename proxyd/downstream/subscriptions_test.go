@@ -1,0 +1,179 @@
+package downstream
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// subBackend relays the clients' requests, holding their subscriptions
+// and counting them.
+type subBackend struct {
+	countingBackend
+	mu   sync.Mutex
+	held map[string]int
+}
+
+func (b *subBackend) Subscribe(_ context.Context, _, uri string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held[uri]++
+	return nil
+}
+
+func (b *subBackend) Unsubscribe(_, uri string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held[uri]--; b.held[uri] == 0 {
+		delete(b.held, uri)
+	}
+}
+
+func (b *subBackend) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.held {
+		n += c
+	}
+	return n
+}
+
+// A client's subscriptions are bounded: a URI's length, how many one
+// client holds and how many all hold; a refusal names the bound, and
+// what a client ends (an unsubscribe, its session) makes room again. A
+// modern listen stream is acknowledged with what it got within them.
+func TestSubscriptionsBounded(t *testing.T) {
+	b := &subBackend{held: map[string]int{}}
+	s, srv := startEndpoint(t, b)
+	url := srv.URL + "/mcp"
+	subscribe := func(sid, uri string) string {
+		t.Helper()
+		req := legacyRequest(t, url, sid, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"`+uri+`"}}`)
+		_, body := roundTrip(t, req)
+		return body
+	}
+	ok := func(body string) bool { return strings.Contains(body, `"result":{}`) }
+	file := func(sess, i int) string { return fmt.Sprintf("file:///alpha/s%d-%d", sess, i) }
+
+	first := legacySessionID(t, url)
+	for i := range maxClientSubscriptions {
+		if body := subscribe(first, file(0, i)); !ok(body) {
+			t.Fatalf("subscription %d: %s", i+1, body)
+		}
+	}
+	if body := subscribe(first, file(0, maxClientSubscriptions)); ok(body) || !strings.Contains(body, "holds 256 subscriptions") {
+		t.Fatalf("a subscription past the client's bound: %s", body)
+	}
+	if body := subscribe(first, file(0, 7)); !ok(body) {
+		t.Fatalf("a subscription the client holds already, at its bound: %s", body)
+	}
+	if body := subscribe(legacySessionID(t, url), "file:///alpha/"+strings.Repeat("x", maxSubscriptionURI)); ok(body) || !strings.Contains(body, "bytes long") {
+		t.Fatalf("a URI over %d bytes: %s", maxSubscriptionURI, body)
+	}
+
+	// Sessions up to the bound of all subscriptions.
+	sessions := []string{first}
+	for n := 1; len(sessions)*maxClientSubscriptions < maxSubscriptionsInAll; n++ {
+		sid := legacySessionID(t, url)
+		sessions = append(sessions, sid)
+		for i := range maxClientSubscriptions {
+			if body := subscribe(sid, file(n, i)); !ok(body) {
+				t.Fatalf("session %d, subscription %d: %s", n, i+1, body)
+			}
+		}
+	}
+	late := legacySessionID(t, url)
+	if body := subscribe(late, "file:///alpha/late"); ok(body) || !strings.Contains(body, "clients hold 4096 subscriptions") {
+		t.Fatalf("a subscription past the bound of all: %s", body)
+	}
+	if n := b.count(); n != maxSubscriptionsInAll {
+		t.Fatalf("the backend holds %d subscriptions, want %d", n, maxSubscriptionsInAll)
+	}
+	// An unsubscribe makes room, and so does a session's end.
+	req := legacyRequest(t, url, first, `{"jsonrpc":"2.0","id":3,"method":"resources/unsubscribe","params":{"uri":"`+file(0, 0)+`"}}`)
+	if _, body := roundTrip(t, req); !ok(body) {
+		t.Fatalf("unsubscribe: %s", body)
+	}
+	if body := subscribe(late, "file:///alpha/late"); !ok(body) {
+		t.Fatalf("a subscription after an unsubscribe: %s", body)
+	}
+	del := legacyRequest(t, url, sessions[1], "")
+	del.Method = http.MethodDelete
+	if code, _ := roundTrip(t, del); code != http.StatusOK {
+		t.Fatalf("DELETE: %d", code)
+	}
+
+	// A listen stream asking for more than one client's bound is
+	// acknowledged with the bound's worth.
+	uris := make([]string, maxClientSubscriptions+10)
+	for i := range uris {
+		uris[i] = `"` + file(99, i) + `"`
+	}
+	body := `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` + strings.Join(uris, ",") +
+		`]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	lreq.Header.Set("Authorization", "Bearer "+testToken)
+	lreq.Header.Set("Content-Type", "application/json")
+	lreq.Header.Set("Accept", "application/json, text/event-stream")
+	lreq.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	lreq.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(lreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ack := ""
+	for sc := bufio.NewScanner(resp.Body); sc.Scan() && ack == ""; {
+		if strings.HasPrefix(sc.Text(), "data:") {
+			ack = sc.Text()
+		}
+	}
+	if got := strings.Count(ack, "file:///alpha/s99-"); got != maxClientSubscriptions {
+		t.Fatalf("the listen stream was acknowledged with %d URIs, want %d: %.300s", got, maxClientSubscriptions, ack)
+	}
+	if n, want := s.subscriptions.Load(), int64(maxSubscriptionsInAll); n != want {
+		t.Fatalf("proxyd counts %d subscriptions, want %d", n, want)
+	}
+}
+
+// legacyRequest is a legacy-era request on session sid of the endpoint
+// at url (bearer testToken); no body for a GET or a DELETE.
+func legacyRequest(t *testing.T, url, sid, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	return req
+}
+
+// legacySessionID initializes a legacy session and returns its id.
+func legacySessionID(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(legacyRequest(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize gave no session (status %d)", resp.StatusCode)
+	}
+	return sid
+}
