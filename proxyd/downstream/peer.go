@@ -48,6 +48,14 @@ type httpPeer struct {
 func (p *httpPeer) Modern() bool     { return p.modern }
 func (p *httpPeer) Caps() relay.Caps { return p.caps }
 
+// Owner is the legacy session the call came on ("" in the modern era).
+func (p *httpPeer) Owner() string {
+	if p.sess == nil {
+		return ""
+	}
+	return p.sess.id
+}
+
 // Shape sets the shape the result is framed in (see relay.Shaper).
 func (p *httpPeer) Shape(s relay.Shape, ms *relay.Members) {
 	p.mu.Lock()

@@ -350,6 +350,8 @@ func (h *handler) notify(method string, params json.RawMessage, held bool) {
 
 func (h *handler) Accepts(method string) bool { return h.peer.Caps().acceptsAny(method) }
 
+func (h *handler) Owner() string { return OwnerOf(h.peer) }
+
 func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if !h.peer.Caps().Accepts(method, params) {
 		h.stats.addInput(method, "refused")

@@ -569,6 +569,9 @@ func (p *parked) Attended() bool {
 	return p.round != nil
 }
 
+// Owner is "": a modern client's call is a client of its own.
+func (p *parked) Owner() string { return "" }
+
 func (p *parked) Accepts(method string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -85,6 +85,23 @@ type Attender interface {
 	Attended() bool
 }
 
+// Owner is implemented by handlers and peers that name the client behind
+// a call: a legacy session's calls share its owner, and "" is a client
+// of the call's own (a modern client, the command line). A request the
+// upstream sends outside any call's stream goes only to a call whose
+// client is the one that can be meant (see upstream's routes.pick).
+type Owner interface {
+	Owner() string
+}
+
+// OwnerOf is the owner of a handler or peer ("" when it names none).
+func OwnerOf(v any) string {
+	if o, ok := v.(Owner); ok {
+		return o.Owner()
+	}
+	return ""
+}
+
 // RPCError is a JSON-RPC error, code kept (the MCP library turns
 // non-standard codes into plain text).
 type RPCError struct {

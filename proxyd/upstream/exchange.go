@@ -203,16 +203,25 @@ func (r *routes) only(ok func(*exchange) bool) *exchange {
 // waiting for it now (a call parked between a modern client's rounds
 // whose client has not come back is not), then the oldest not yet asked
 // for this method (servers ask in the order calls came, in practice),
-// else the oldest. With several calls in flight this is a guess; a
-// request on a call's own stream never needs one.
-func (r *routes) pick(method string, accepts func(*exchange) bool) *exchange {
+// else the oldest. That guess is made only among the calls of one client
+// (a legacy session): a request put to another client would show it the
+// first's prompt and hand the first the other's answer, so with calls of
+// several clients able to answer, shared is true and no call is picked.
+// A request on a call's own stream never needs a guess.
+func (r *routes) pick(method string, accepts func(*exchange) bool) (x *exchange, shared bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *exchange
 	var bestRank int
+	owner, owners := "", 0
 	for x := range r.inflight {
 		if !accepts(x) {
 			continue
+		}
+		// A call without an owner is a client of its own.
+		if o := relay.OwnerOf(x.ex.Handler); owners == 0 || o == "" || o != owner {
+			owner = o
+			owners++
 		}
 		rank := 0
 		if attended(x) {
@@ -225,13 +234,16 @@ func (r *routes) pick(method string, accepts func(*exchange) bool) *exchange {
 			best, bestRank = x, rank
 		}
 	}
+	if owners > 1 {
+		return nil, true
+	}
 	if best != nil {
 		if best.asked == nil {
 			best.asked = map[string]bool{}
 		}
 		best.asked[method] = true
 	}
-	return best
+	return best, false
 }
 
 // attended reports whether a call's client is there to answer now: a
@@ -561,13 +573,22 @@ func (c *Conn) onServerRequest(_ context.Context, req transport.JSONRPCRequest) 
 	if req.Params == nil {
 		params = nil
 	}
-	x := c.routes.pick(req.Method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(req.Method) })
-	if x == nil {
+	var out []byte
+	x, shared := c.routes.pick(req.Method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(req.Method) })
+	switch {
+	case shared:
+		c.opts.logger().Warn("refused a request the upstream sent outside any call's stream: calls of several clients could answer it, and proxyd does not guess between clients",
+			"server", c.name, "method", req.Method)
+		out = response(id, nil, &RPCError{Code: codeMethodNotFound, Message: fmt.Sprintf(
+			"%s outside a tool call's stream while calls of several clients are in flight: proxyd cannot tell which client it is for (send it on the call's own response stream)", req.Method)})
+	case x == nil:
 		// With one call in flight, it is that call's client that cannot
 		// answer.
 		x = c.routes.only(func(*exchange) bool { return true })
+		fallthrough
+	default:
+		out = c.answer(x, id, req.Method, params)
 	}
-	out := c.answer(x, id, req.Method, params)
 	var resp transport.JSONRPCResponse
 	if err := json.Unmarshal(out, &resp); err != nil {
 		return nil, err

@@ -11,10 +11,13 @@ import (
 // can answer, and whether its client waits now.
 type stubHandler struct {
 	name     string
+	owner    string // the client's session ("": a client of its own)
 	away     bool
 	accepts  bool
 	attender bool
 }
+
+func (h *stubHandler) Owner() string { return h.owner }
 
 func (h *stubHandler) Notify(string, json.RawMessage) {}
 func (h *stubHandler) Accepts(string) bool            { return h.accepts }
@@ -28,23 +31,30 @@ func (h attendedHandler) Attended() bool { return !h.away }
 
 // TestPickRoutesOutsideRequests: a request of the upstream outside any
 // call's stream goes to a call whose client can answer and waits now,
-// then to one not yet asked for the method, then to the oldest.
+// then to one not yet asked for the method, then to the oldest; but only
+// among one client's calls: with calls of several clients able to answer
+// none is picked (shared).
 func TestPickRoutesOutsideRequests(t *testing.T) {
 	start := time.Now()
 	tests := []struct {
-		name  string
-		calls []*stubHandler // oldest first
-		asked map[string]bool
-		want  string
+		name   string
+		calls  []*stubHandler // oldest first
+		asked  map[string]bool
+		want   string
+		shared bool
 	}{
-		{"the only call", []*stubHandler{{name: "a", accepts: true}}, nil, "a"},
-		{"none can answer", []*stubHandler{{name: "a"}}, nil, ""},
-		{"the oldest", []*stubHandler{{name: "a", accepts: true}, {name: "b", accepts: true}}, nil, "a"},
-		{"the oldest not yet asked", []*stubHandler{{name: "a", accepts: true}, {name: "b", accepts: true}}, map[string]bool{"a": true}, "b"},
-		{"one that can answer", []*stubHandler{{name: "a"}, {name: "b", accepts: true}}, nil, "b"},
-		{"a waiting client before an older parked call", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "b", accepts: true, attender: true}}, nil, "b"},
-		{"a waiting client even when asked already", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "b", accepts: true}}, map[string]bool{"b": true}, "b"},
-		{"a parked call when nobody else", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}}, nil, "parked"},
+		{"the only call", []*stubHandler{{name: "a", accepts: true}}, nil, "a", false},
+		{"none can answer", []*stubHandler{{name: "a"}}, nil, "", false},
+		{"the oldest", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s1", accepts: true}}, nil, "a", false},
+		{"the oldest not yet asked", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s1", accepts: true}}, map[string]bool{"a": true}, "b", false},
+		{"one that can answer", []*stubHandler{{name: "a", owner: "s2"}, {name: "b", owner: "s1", accepts: true}}, nil, "b", false},
+		{"a waiting client before an older parked call", []*stubHandler{{name: "parked", owner: "s1", accepts: true, attender: true, away: true}, {name: "b", owner: "s1", accepts: true, attender: true}}, nil, "b", false},
+		{"a waiting client even when asked already", []*stubHandler{{name: "parked", owner: "s1", accepts: true, attender: true, away: true}, {name: "b", owner: "s1", accepts: true}}, map[string]bool{"b": true}, "b", false},
+		{"a parked call when nobody else", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}}, nil, "parked", false},
+		{"calls of two sessions", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s2", accepts: true}}, nil, "", true},
+		{"two clients of their own", []*stubHandler{{name: "a", accepts: true}, {name: "b", accepts: true}}, nil, "", true},
+		{"a session's calls and a modern client's", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s1", accepts: true}, {name: "m", accepts: true}}, nil, "", true},
+		{"a waiting client of one session and a parked call", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "b", owner: "s1", accepts: true}}, nil, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +71,10 @@ func TestPickRoutesOutsideRequests(t *testing.T) {
 				}
 				r.add(x)
 			}
-			got := r.pick("sampling/createMessage", func(x *exchange) bool { return x.ex.Handler.Accepts("sampling/createMessage") })
+			got, shared := r.pick("sampling/createMessage", func(x *exchange) bool { return x.ex.Handler.Accepts("sampling/createMessage") })
+			if shared != tt.shared {
+				t.Errorf("shared = %v, want %v", shared, tt.shared)
+			}
 			name := ""
 			if got != nil {
 				switch h := got.ex.Handler.(type) {
