@@ -2,12 +2,14 @@ package commands
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
@@ -93,8 +95,51 @@ func (f field) choices() (values, labels []string) {
 type elicitAnswerer struct {
 	policy      string // "", decline, cancel, defaults or @FILE
 	interactive bool
-	in          *bufio.Reader
+	in          *lineSource
 	out         io.Writer // prompts and notes (stderr)
+}
+
+// lineSource reads the terminal's lines on a goroutine of its own,
+// started at the first prompt: a read of a terminal cannot be
+// interrupted, and a prompt must stop waiting once its request for input
+// ends (the call ended, timed out or was cancelled; the server withdrew
+// the request).
+type lineSource struct {
+	r     *bufio.Reader
+	once  sync.Once
+	lines chan lineRead
+}
+
+type lineRead struct {
+	line string
+	err  error
+}
+
+func newLineSource(r io.Reader) *lineSource {
+	return &lineSource{r: bufio.NewReader(r), lines: make(chan lineRead)}
+}
+
+// next is the next line typed, or ctx's error once ctx ends first.
+func (s *lineSource) next(ctx context.Context) (string, error) {
+	s.once.Do(func() {
+		go func() {
+			for {
+				line, err := s.r.ReadString('\n')
+				s.lines <- lineRead{line, err}
+				if err != nil {
+					for { // the input is over: every later read hears so
+						s.lines <- lineRead{"", err}
+					}
+				}
+			}
+		}()
+	})
+	select {
+	case l := <-s.lines:
+		return l.line, l.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 func action(a string) json.RawMessage { return json.RawMessage(`{"action":"` + a + `"}`) }
@@ -104,8 +149,9 @@ func accept(content map[string]json.RawMessage) json.RawMessage {
 	return b
 }
 
-// answer returns the result for an elicitation/create with params.
-func (a *elicitAnswerer) answer(params json.RawMessage) (json.RawMessage, error) {
+// answer returns the result for an elicitation/create with params; a
+// prompt stops waiting when ctx ends.
+func (a *elicitAnswerer) answer(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
 	var e elicitation
 	if err := json.Unmarshal(params, &e); err != nil {
 		return nil, fmt.Errorf("reading the elicitation request: %w", err)
@@ -123,7 +169,7 @@ func (a *elicitAnswerer) answer(params json.RawMessage) (json.RawMessage, error)
 	case a.policy == "defaults":
 		return a.defaults(e), nil
 	case a.interactive:
-		return a.ask(e)
+		return a.ask(ctx, e)
 	}
 	fmt.Fprintf(a.out, "  answered cancel: nobody at a terminal to ask (answer with --elicit decline|cancel|defaults|@FILE)\n")
 	return action("cancel"), nil
@@ -168,15 +214,15 @@ func (a *elicitAnswerer) defaults(e elicitation) json.RawMessage {
 }
 
 // ask asks the person at the terminal, field by field.
-func (a *elicitAnswerer) ask(e elicitation) (json.RawMessage, error) {
+func (a *elicitAnswerer) ask(ctx context.Context, e elicitation) (json.RawMessage, error) {
 	if e.Mode == "url" {
-		line, err := a.prompt("Open the URL; press Enter when done, or type d to decline, c to cancel: ")
+		line, err := a.prompt(ctx, "Open the URL; press Enter when done, or type d to decline, c to cancel: ")
 		if err != nil {
 			return action("cancel"), nil
 		}
 		return a.verdict(line, "accept"), nil
 	}
-	line, err := a.prompt("Answer? [Y]es, [d]ecline, [c]ancel: ")
+	line, err := a.prompt(ctx, "Answer? [Y]es, [d]ecline, [c]ancel: ")
 	if err != nil {
 		return action("cancel"), nil
 	}
@@ -185,7 +231,7 @@ func (a *elicitAnswerer) ask(e elicitation) (json.RawMessage, error) {
 	}
 	content := map[string]json.RawMessage{}
 	for _, f := range e.fields() {
-		v, err := a.askField(f)
+		v, err := a.askField(ctx, f)
 		if err != nil {
 			return action("cancel"), nil
 		}
@@ -209,9 +255,13 @@ func (a *elicitAnswerer) verdict(line, def string) json.RawMessage {
 	return action("cancel")
 }
 
-func (a *elicitAnswerer) prompt(text string) (string, error) {
+func (a *elicitAnswerer) prompt(ctx context.Context, text string) (string, error) {
 	fmt.Fprint(a.out, text)
-	line, err := a.in.ReadString('\n')
+	line, err := a.in.next(ctx)
+	if ctx.Err() != nil {
+		fmt.Fprintln(a.out) // the prompt's line stays unanswered
+		return "", ctx.Err()
+	}
 	if err != nil && line == "" {
 		return "", err
 	}
@@ -220,7 +270,7 @@ func (a *elicitAnswerer) prompt(text string) (string, error) {
 
 // askField asks for one field until the answer fits (or, for an optional
 // field, is left empty); nil leaves the field out.
-func (a *elicitAnswerer) askField(f field) (json.RawMessage, error) {
+func (a *elicitAnswerer) askField(ctx context.Context, f field) (json.RawMessage, error) {
 	label := f.name
 	if f.Title != "" {
 		label = f.Title + " (" + f.name + ")"
@@ -249,7 +299,7 @@ func (a *elicitAnswerer) askField(f field) (json.RawMessage, error) {
 		def = " [" + redact.Control(string(f.Default)) + "]"
 	}
 	for tries := 0; tries < 3; tries++ {
-		line, err := a.prompt(fmt.Sprintf("  %s%s: ", hint, def))
+		line, err := a.prompt(ctx, fmt.Sprintf("  %s%s: ", hint, def))
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,7 @@
 package commands
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -45,8 +45,8 @@ func TestElicitAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &elicitAnswerer{policy: tt.policy, interactive: tt.interactive, in: bufio.NewReader(strings.NewReader(tt.typed)), out: io.Discard}
-			got, err := a.answer(json.RawMessage(elicitParams))
+			a := &elicitAnswerer{policy: tt.policy, interactive: tt.interactive, in: newLineSource(strings.NewReader(tt.typed)), out: io.Discard}
+			got, err := a.answer(context.Background(), json.RawMessage(elicitParams))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,6 +59,30 @@ func TestElicitAnswers(t *testing.T) {
 				t.Errorf("answer %s, want %s", gb, wb)
 			}
 		})
+	}
+}
+
+// A prompt nobody answers stops waiting when its request for input ends
+// (the call ended or was cancelled, the server withdrew the request), so
+// mcpx call can exit; the terminal's next line goes to the next prompt.
+func TestPromptEndsWithItsRequest(t *testing.T) {
+	typed, typing := io.Pipe()
+	defer typing.Close()
+	a := &elicitAnswerer{interactive: true, in: newLineSource(typed), out: io.Discard}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.answer(ctx, json.RawMessage(elicitParams))
+		done <- err
+	}()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("answer = %v", err)
+	}
+	go func() { _, _ = io.WriteString(typing, "d\n") }()
+	got, err := a.answer(context.Background(), json.RawMessage(elicitParams))
+	if err != nil || string(got) != `{"action":"decline"}` {
+		t.Fatalf("the next prompt's answer: %s, %v", got, err)
 	}
 }
 

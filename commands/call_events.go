@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,7 +24,7 @@ import (
 func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest) (res *api.CallResponse, cancelled bool, err error) {
 	f, _ := format(c)
 	show := &callDisplay{w: c.App.ErrWriter, bar: f == "table" && isTTY(c.App.ErrWriter), quiet: f != "table"}
-	ans := &elicitAnswerer{policy: c.String("elicit"), out: show, in: bufio.NewReader(os.Stdin)}
+	ans := &elicitAnswerer{policy: c.String("elicit"), out: show, in: newLineSource(os.Stdin)}
 	ans.interactive = ans.policy == "" && isTTY(os.Stdin) && isTTY(c.App.ErrWriter)
 	req.Elicitation = true
 
@@ -56,8 +55,19 @@ func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest) (res *api.C
 		}
 	}()
 
+	// Each request for input is answered on a goroutine of its own, with
+	// a context that ends when the server withdraws the request or the
+	// call's stream ends: a prompt left unanswered then stops waiting.
 	var answers sync.WaitGroup
 	defer answers.Wait()
+	asking := map[string]context.CancelFunc{}
+	defer func() {
+		mu.Lock()
+		for _, stop := range asking {
+			stop()
+		}
+		mu.Unlock()
+	}()
 	stream, err := cl.CallStream(ctx, req)
 	if err != nil {
 		return nil, false, err
@@ -85,18 +95,31 @@ func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest) (res *api.C
 			show.refused(ev.Refused)
 		case api.EventInputCancelled:
 			show.note("the server withdrew its request for input")
+			if ev.Input != nil {
+				mu.Lock()
+				if stop := asking[ev.Input.ID]; stop != nil {
+					stop()
+				}
+				mu.Unlock()
+			}
 		case api.EventInput:
 			in := *ev.Input
+			ictx, stop := context.WithCancel(ctx)
 			mu.Lock()
 			id := requestID
+			asking[in.ID] = stop
 			mu.Unlock()
 			answers.Add(1)
 			go func() {
 				defer answers.Done()
+				defer stop()
 				answer := api.CallInput{RequestID: id, ID: in.ID}
 				show.pause()
-				result, err := ans.answer(in.Params)
+				result, err := ans.answer(ictx, in.Params)
 				show.resume()
+				if ictx.Err() != nil {
+					return // withdrawn, or the call is over: nobody waits for it
+				}
 				if err != nil {
 					show.note(err.Error())
 					answer.Error = &api.InputError{Code: -32603, Message: err.Error()}
