@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"encoding/json"
 	"io"
 	"strings"
 	"time"
@@ -89,12 +90,18 @@ func runCall(c *cli.Context) error {
 	if d := c.Duration("timeout"); d > 0 {
 		req.TimeoutMS = d.Milliseconds()
 	}
-	if p := c.String("elicit"); p != "" && p != "decline" && p != "cancel" && p != "defaults" && !strings.HasPrefix(p, "@") {
+	p := c.String("elicit")
+	var fileAnswer json.RawMessage
+	if path, ok := strings.CutPrefix(p, "@"); ok {
+		if fileAnswer, err = readElicitFile(path); err != nil {
+			return exitErr(ExitUsage, err)
+		}
+	} else if p != "" && p != "decline" && p != "cancel" && p != "defaults" {
 		return usageErr("--elicit takes decline, cancel, defaults or @FILE, not %q", p)
 	}
 	cl := newClient(c)
 	cl.Timeout = 10 * time.Minute
-	res, cancelled, err := streamCall(c, cl, req)
+	res, cancelled, err := streamCall(c, cl, req, fileAnswer)
 	if api.IsCode(err, api.CodeBadRequest) {
 		return exitErr(ExitUsage, err)
 	}

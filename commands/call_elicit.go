@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -93,7 +94,8 @@ func (f field) choices() (values, labels []string) {
 // elicitAnswerer answers elicitation requests for mcpx call: by the
 // --elicit policy, or by asking the person at the terminal.
 type elicitAnswerer struct {
-	policy      string // "", decline, cancel, defaults or @FILE
+	policy      string          // "", decline, cancel, defaults or @FILE
+	file        json.RawMessage // @FILE's answer, read before the call
 	interactive bool
 	in          *lineSource
 	out         io.Writer // prompts and notes (stderr)
@@ -164,8 +166,9 @@ func (a *elicitAnswerer) answer(ctx context.Context, params json.RawMessage) (js
 	case a.policy == "decline" || a.policy == "cancel":
 		fmt.Fprintf(a.out, "  answered %s (--elicit %s)\n", a.policy, a.policy)
 		return action(a.policy), nil
-	case strings.HasPrefix(a.policy, "@"):
-		return a.fromFile(strings.TrimPrefix(a.policy, "@"))
+	case a.file != nil:
+		fmt.Fprintf(a.out, "  answered from %s\n", strings.TrimPrefix(a.policy, "@"))
+		return a.file, nil
 	case a.policy == "defaults":
 		return a.defaults(e), nil
 	case a.interactive:
@@ -175,21 +178,74 @@ func (a *elicitAnswerer) answer(ctx context.Context, params json.RawMessage) (js
 	return action("cancel"), nil
 }
 
-func (a *elicitAnswerer) fromFile(path string) (json.RawMessage, error) {
+// elicitFileShape is what --elicit @FILE takes, said in each refusal.
+const elicitFileShape = `a JSON object: the content ({"name":"Ada"}) or a whole answer ({"action":"accept","content":{...}}, {"action":"decline"} or {"action":"cancel"})`
+
+// readElicitFile reads and checks an --elicit @FILE answer before the call
+// starts, so a missing or malformed file is the caller's mistake, said at
+// once, not an error sent to the upstream mid-call. It returns the
+// result to answer with.
+func readElicitFile(path string) (json.RawMessage, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--elicit @%s: %w", path, err)
+		return nil, fmt.Errorf("--elicit @%s: %w; give a file holding %s", path, errors.Unwrap(err), elicitFileShape)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("--elicit @%s is not a JSON object: %v", path, err)
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		var se *json.SyntaxError
+		where := ""
+		if errors.As(err, &se) {
+			where = fmt.Sprintf(" (at byte %d)", se.Offset)
+		}
+		return nil, fmt.Errorf("--elicit @%s is not valid JSON%s; it must hold %s", path, where, elicitFileShape)
 	}
-	if _, ok := m["action"]; ok {
-		fmt.Fprintf(a.out, "  answered from %s\n", path)
-		return b, nil
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("--elicit @%s holds a JSON %s; it must hold %s", path, jsonKind(v), elicitFileShape)
 	}
-	fmt.Fprintf(a.out, "  answered accept with the content of %s\n", path)
-	return accept(m), nil
+	act, whole := m["action"]
+	if !whole {
+		var content map[string]json.RawMessage
+		_ = json.Unmarshal(b, &content)
+		return accept(content), nil
+	}
+	switch act {
+	case "accept":
+		if c, ok := m["content"]; ok {
+			if _, isObject := c.(map[string]any); !isObject {
+				return nil, fmt.Errorf("--elicit @%s: \"content\" is a JSON %s; it must be an object of the requested fields", path, jsonKind(c))
+			}
+		}
+	case "decline", "cancel":
+		if _, ok := m["content"]; ok {
+			return nil, fmt.Errorf("--elicit @%s: a %s answer has no \"content\" (only accept does)", path, act)
+		}
+	default:
+		return nil, fmt.Errorf("--elicit @%s: \"action\" must be \"accept\", \"decline\" or \"cancel\", not %s", path, compactJSON(act))
+	}
+	return json.RawMessage(b), nil
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	}
+	return "object"
+}
+
+func compactJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // defaults accepts with the schema's defaults, or cancels when a required

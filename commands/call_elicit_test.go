@@ -46,6 +46,12 @@ func TestElicitAnswers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &elicitAnswerer{policy: tt.policy, interactive: tt.interactive, in: newLineSource(strings.NewReader(tt.typed)), out: io.Discard}
+			if path, ok := strings.CutPrefix(tt.policy, "@"); ok {
+				var err error
+				if a.file, err = readElicitFile(path); err != nil {
+					t.Fatal(err)
+				}
+			}
 			got, err := a.answer(context.Background(), json.RawMessage(elicitParams))
 			if err != nil {
 				t.Fatal(err)
@@ -59,6 +65,51 @@ func TestElicitAnswers(t *testing.T) {
 				t.Errorf("answer %s, want %s", gb, wb)
 			}
 		})
+	}
+}
+
+// --elicit @FILE is read and checked before the call: what is wrong
+// with it is said naming the file and the shape it must have.
+func TestElicitFileChecked(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"missing", filepath.Join(dir, "missing.json"), "no such file or directory; give a file holding a JSON object"},
+		{"not JSON", write("bad.json", "not json"), "is not valid JSON (at byte 2); it must hold a JSON object"},
+		{"empty", write("empty.json", ""), "is not valid JSON"},
+		{"an array", write("array.json", "[1,2]"), "holds a JSON array; it must hold a JSON object"},
+		{"an unknown action", write("maybe.json", `{"action":"maybe"}`), `"action" must be "accept", "decline" or "cancel", not "maybe"`},
+		{"content not an object", write("content.json", `{"action":"accept","content":"Ada"}`), `"content" is a JSON string`},
+		{"content with a decline", write("decline.json", `{"action":"decline","content":{}}`), "a decline answer has no \"content\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := readElicitFile(tt.path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.path) {
+				t.Fatalf("readElicitFile = %v, want it to name %s and say %q", err, tt.path, tt.want)
+			}
+			if strings.Contains(err.Error(), "Go value") {
+				t.Errorf("the message speaks of Go: %v", err)
+			}
+		})
+	}
+	for body, want := range map[string]string{
+		`{"name":"Ada"}`: `{"action":"accept","content":{"name":"Ada"}}`,
+		`{"action":"accept","content":{"name":"Ada"}}`: `{"action":"accept","content":{"name":"Ada"}}`,
+		`{"action":"cancel"}`:                          `{"action":"cancel"}`,
+	} {
+		got, err := readElicitFile(write("ok.json", body))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %s, %v; want %s", body, got, err, want)
+		}
 	}
 }
 

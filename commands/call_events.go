@@ -21,10 +21,11 @@ import (
 // streamCall runs req as a streamed call: it shows the call's progress and
 // log messages, answers its requests for input, and cancels it upstream on
 // Ctrl-C. cancelled reports that the user asked to cancel.
-func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest) (res *api.CallResponse, cancelled bool, err error) {
+// fileAnswer is --elicit @FILE's answer, read before the call.
+func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest, fileAnswer json.RawMessage) (res *api.CallResponse, cancelled bool, err error) {
 	f, _ := format(c)
 	show := &callDisplay{w: c.App.ErrWriter, bar: f == "table" && isTTY(c.App.ErrWriter), quiet: f != "table"}
-	ans := &elicitAnswerer{policy: c.String("elicit"), out: show, in: newLineSource(os.Stdin)}
+	ans := &elicitAnswerer{policy: c.String("elicit"), file: fileAnswer, out: show, in: newLineSource(os.Stdin)}
 	ans.interactive = ans.policy == "" && isTTY(os.Stdin) && isTTY(c.App.ErrWriter)
 	req.Elicitation = true
 
