@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 var callCommand = &cli.Command{
@@ -31,7 +32,8 @@ is no such server or tool.
 
 While the call runs, the upstream's progress shows on stderr (a bar on a
 terminal, plain lines otherwise, nothing with -o json or yaml) and so do
-its log messages. When the upstream asks for input (elicitation), a
+its log messages of --log-level (default info) and above (the upstream
+is asked for them; off asks for none). When the upstream asks for input (elicitation), a
 terminal asks you field by field; scripts answer with --elicit decline,
 cancel, defaults (the schema's defaults) or @FILE (a JSON answer: the
 content, or a whole result with "action"). Without a terminal or --elicit
@@ -56,6 +58,7 @@ Examples:
 		&cli.DurationFlag{Name: "timeout", Action: positiveTimeout, Usage: "give up on the call after `DURATION`", DefaultText: "the server's timeout, 60s"},
 		saveFlag,
 		&cli.StringFlag{Name: "elicit", Usage: "answer the upstream's requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "show the upstream's log messages of `LEVEL` and above: " + strings.Join(relay.LogLevels, ", ") + ", or off"},
 	},
 	BashComplete: completeCall,
 	Action:       runCall,
@@ -98,6 +101,13 @@ func runCall(c *cli.Context) error {
 		}
 	} else if p != "" && p != "decline" && p != "cancel" && p != "defaults" {
 		return usageErr("--elicit takes decline, cancel, defaults or @FILE, not %q", p)
+	}
+	switch l := c.String("log-level"); {
+	case l == "off":
+	case relay.LogLevelRank(l) < 0:
+		return usageErr("--log-level takes %s or off, not %q", strings.Join(relay.LogLevels, ", "), l)
+	default:
+		req.LogLevel = l
 	}
 	cl := newClient(c)
 	cl.Timeout = 10 * time.Minute

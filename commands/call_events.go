@@ -91,7 +91,9 @@ func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest, fileAnswer 
 		case api.EventProgress:
 			show.progress(ev.Progress)
 		case api.EventLog:
-			show.log(ev.Log)
+			if c.String("log-level") != "off" {
+				show.log(ev.Log)
+			}
 		case api.EventRefused:
 			show.refused(ev.Refused)
 		case api.EventInputCancelled:

@@ -63,6 +63,7 @@ complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l arg -s a -r -d 'arg
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l timeout -r -d 'give up on the call after `DURATION`'
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l save -r -d 'write images, audio and binary resources to files in `DIR`'
 complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l elicit -r -d 'answer the upstream\'s requests for input: `decline|cancel|defaults|@FILE` (default: ask on a terminal)'
+complete -c mcpx -n '__fish_seen_subcommand_from call' -f -l log-level -r -d 'show the upstream\'s log messages of `LEVEL` and above: debug, info, notice, warning, error, critical, alert, emergency, or off'
 complete -c mcpx -n '__fish_seen_subcommand_from resources' -f -l help -s h -d 'show help'
 complete -r -c mcpx -n '__fish_mcpx_no_subcommand' -a 'resources' -d 'list the resources and resource templates of every server, or of one'
 complete -c mcpx -n '__fish_seen_subcommand_from resources' -f -l output -s o -r -d 'output `FORMAT`: table (aligned), tsv, json or yaml'

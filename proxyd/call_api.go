@@ -8,6 +8,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
@@ -17,6 +18,9 @@ func (d *Daemon) handleCall(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Tool == "" {
 		return badRequest("tool is required")
+	}
+	if req.LogLevel != "" && relay.LogLevelRank(req.LogLevel) < 0 {
+		return badRequest("log_level %q is not one of %s", req.LogLevel, strings.Join(relay.LogLevels, ", "))
 	}
 	if _, isServer := d.mgr.Get(req.Tool); req.Server == "" && isServer {
 		if _, exposed := d.naming().Tools[req.Tool]; !exposed {

@@ -51,6 +51,7 @@ func (s *streamedCalls) get(id string) *cliPeer {
 type cliPeer struct {
 	caps   relay.Caps
 	cancel context.CancelFunc
+	level  int // the call's log level's rank (-1: none asked, all shown)
 
 	mu      sync.Mutex
 	w       http.ResponseWriter
@@ -95,7 +96,9 @@ func (p *cliPeer) Notify(method string, params json.RawMessage) {
 		}
 	case relay.MethodMessage:
 		var l api.LogEvent
-		if json.Unmarshal(params, &l) == nil {
+		// A legacy upstream's level is the lowest any of proxyd's clients
+		// asked for: what is below this call's is not shown.
+		if json.Unmarshal(params, &l) == nil && !(relay.LogLevelRank(l.Level) >= 0 && relay.LogLevelRank(l.Level) < p.level) {
 			p.send(api.CallEvent{Event: api.EventLog, Log: &l})
 		}
 	}
@@ -161,7 +164,7 @@ func (p *cliPeer) answer(in api.CallInput) bool {
 func (d *Daemon) streamCall(ctx context.Context, w http.ResponseWriter, req api.CallRequest, typed string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p := &cliPeer{w: w, cancel: cancel}
+	p := &cliPeer{w: w, cancel: cancel, level: relay.LogLevelRank(req.LogLevel)}
 	if req.Elicitation {
 		p.caps = relay.Caps{ElicitForm: true, ElicitURL: true, Raw: json.RawMessage(`{"elicitation":{"form":{},"url":{}}}`)}
 	}
@@ -173,7 +176,7 @@ func (d *Daemon) streamCall(ctx context.Context, w http.ResponseWriter, req api.
 	p.send(api.CallEvent{Event: api.EventStarted, RequestID: id})
 	// The CLI shows progress, so it asks for it.
 	out := d.funnel(ctx, &relayed{server: req.Server, method: "tools/call", name: req.Tool, args: req.Arguments, peer: p,
-		token:    json.RawMessage(`"mcpx-call"`),
+		token: json.RawMessage(`"mcpx-call"`), logLevel: req.LogLevel,
 		callMeta: downstream.CallMeta{Client: "cli", RequestID: id}})
 	res := d.explainMissing(req, typed, callResponse(req, out))
 	p.send(api.CallEvent{Event: api.EventResult, Result: &res})

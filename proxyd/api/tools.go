@@ -29,6 +29,10 @@ type CallRequest struct {
 	// before sending (the command line's KEY=VALUE arguments); a mismatch
 	// is refused as the caller's fault.
 	CheckSchema bool `json:"check_schema,omitempty"`
+	// LogLevel, on a streamed call, is the least severe of the upstream's
+	// log messages to stream (a logging/setLevel level; empty: the
+	// upstream is asked for none).
+	LogLevel string `json:"log_level,omitempty"`
 }
 
 // CallResponse carries the upstream's result as it came, or the failure

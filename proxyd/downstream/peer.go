@@ -63,16 +63,8 @@ func (p *httpPeer) Shape(s relay.Shape, ms *relay.Members) {
 	p.mu.Unlock()
 }
 
-// levels orders the log levels of notifications/message (RFC 5424).
-var levels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
-
 // levelOf is the rank of a log level; unknown levels pass every filter.
-func levelOf(l string) int {
-	if n, ok := levels[l]; ok {
-		return n
-	}
-	return -1
-}
+func levelOf(l string) int { return relay.LogLevelRank(l) }
 
 func (p *httpPeer) Notify(method string, params json.RawMessage) { p.notify(method, params, true) }
 

@@ -85,6 +85,21 @@ type Attender interface {
 	Attended() bool
 }
 
+// LogLevels are the levels of logging/setLevel and notifications/message
+// (RFC 5424's severities), least severe first.
+var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// LogLevelRank is level's place in LogLevels; -1 for a level that is
+// none of them.
+func LogLevelRank(level string) int {
+	for i, l := range LogLevels {
+		if l == level {
+			return i
+		}
+	}
+	return -1
+}
+
 // Owner is implemented by handlers and peers that name the client behind
 // a call: a legacy session's calls share its owner, and "" is a client
 // of the call's own (a modern client, the command line). A request the

@@ -127,21 +127,17 @@ func (c *Conn) ListTools(ctx context.Context) ([]Tool, error) {
 	return tools, nil
 }
 
-// logLevels orders the log levels of logging/setLevel (RFC 5424).
-var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
-
 // WantLevel makes a legacy upstream send log messages at level or above:
 // its session has one level for all of proxyd's clients, so it gets the
 // most verbose level any client asked for, and each client's messages are
 // filtered to its own. Modern upstreams take the level with each request.
 func (c *Conn) WantLevel(ctx context.Context, level string) {
-	rank, ok := logLevels[level]
-	if !ok {
+	rank := relay.LogLevelRank(level)
+	if rank < 0 {
 		return
 	}
 	c.mu.Lock()
-	cur, set := logLevels[c.level]
-	if set && cur <= rank {
+	if cur := relay.LogLevelRank(c.level); cur >= 0 && cur <= rank {
 		c.mu.Unlock()
 		return
 	}

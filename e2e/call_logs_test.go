@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpx-dev/mcpx/fixtures/conformance"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+)
+
+// mcpx call shows the upstream's log messages of --log-level (info by
+// default) and above, in either era: the upstream is asked for them (a
+// modern upstream logs nothing for a request that names no level, a
+// legacy one after logging/setLevel), and none with off.
+func TestCallShowsLogMessages(t *testing.T) {
+	fx, err := conformance.Start(conformance.Options{})
+	if err != nil {
+		t.Fatalf("starting the conformance fixture: %v", err)
+	}
+	t.Cleanup(func() { _ = fx.Close() })
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n  - name: modern\n    url: %s\n    protocol: modern\n", fx.URL(), fx.URL()))
+	e.startProxyd()
+	e.waitServer("legacy", api.StateReady)
+	e.waitServer("modern", api.StateReady)
+	for _, server := range []string{"legacy", "modern"} {
+		for _, tt := range []struct {
+			flags []string
+			logs  int
+		}{
+			{nil, 3},
+			{[]string{"--log-level", "debug"}, 3},
+			{[]string{"--log-level", "error"}, 0},
+			{[]string{"--log-level", "off"}, 0},
+		} {
+			r := e.mustRun(append([]string{"call", server, "test_tool_with_logging"}, tt.flags...)...)
+			if got := strings.Count(r.stderr, "[info] upstream conformance:"); got != tt.logs {
+				t.Errorf("%s %v: %d log lines on stderr, want %d\n%s", server, tt.flags, got, tt.logs, r)
+			}
+		}
+	}
+	if r := e.run("call", "legacy", "test_tool_with_logging", "--log-level", "loud"); r.code != 2 || !strings.Contains(r.stderr, "--log-level takes debug, info,") {
+		t.Errorf("an unknown level: want exit 2 naming the levels\n%s", r)
+	}
+}
