@@ -7,10 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/mail"
+	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+	"unicode/utf8"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
@@ -34,12 +40,20 @@ type field struct {
 	Format      string          `json:"format"`
 	Default     json.RawMessage `json:"default"`
 	Enum        []string        `json:"enum"`
+	EnumNames   []string        `json:"enumNames"` // the labels of Enum (the legacy titled enum)
 	OneOf       []choice        `json:"oneOf"`
 	Items       *struct {
 		Enum  []string `json:"enum"`
 		AnyOf []choice `json:"anyOf"`
 	} `json:"items"`
-	required bool
+	// The bounds the spec's primitive schemas may carry.
+	Minimum   *float64 `json:"minimum"`
+	Maximum   *float64 `json:"maximum"`
+	MinLength *int     `json:"minLength"`
+	MaxLength *int     `json:"maxLength"`
+	MinItems  *int     `json:"minItems"`
+	MaxItems  *int     `json:"maxItems"`
+	required  bool
 }
 
 type choice struct {
@@ -75,6 +89,8 @@ func (e elicitation) fields() []field {
 // choices are the values a field takes from a list, with labels.
 func (f field) choices() (values, labels []string) {
 	switch {
+	case len(f.Enum) > 0 && len(f.EnumNames) == len(f.Enum):
+		return f.Enum, f.EnumNames
 	case len(f.Enum) > 0:
 		return f.Enum, f.Enum
 	case len(f.OneOf) > 0:
@@ -272,17 +288,9 @@ func (a *elicitAnswerer) defaults(e elicitation) json.RawMessage {
 // ask asks the person at the terminal, field by field.
 func (a *elicitAnswerer) ask(ctx context.Context, e elicitation) (json.RawMessage, error) {
 	if e.Mode == "url" {
-		line, err := a.prompt(ctx, "Open the URL; press Enter when done, or type d to decline, c to cancel: ")
-		if err != nil {
-			return action("cancel"), nil
-		}
-		return a.verdict(line, "accept"), nil
+		return a.decide(ctx, "Open the URL; press Enter when done, or type d to decline, c to cancel: "), nil
 	}
-	line, err := a.prompt(ctx, "Answer? [Y]es, [d]ecline, [c]ancel: ")
-	if err != nil {
-		return action("cancel"), nil
-	}
-	if v := a.verdict(line, "accept"); string(v) != string(action("accept")) {
+	if v := a.decide(ctx, "Answer? [Y]es, [d]ecline, [c]ancel: "); string(v) != string(action("accept")) {
 		return v, nil
 	}
 	content := map[string]json.RawMessage{}
@@ -298,17 +306,34 @@ func (a *elicitAnswerer) ask(ctx context.Context, e elicitation) (json.RawMessag
 	return accept(content), nil
 }
 
-// verdict reads a y/d/c answer ("" is def).
-func (a *elicitAnswerer) verdict(line, def string) json.RawMessage {
+// decide asks question until the answer is accept (Enter), decline or
+// cancel; a prompt that ends, or three answers it cannot read, cancel.
+func (a *elicitAnswerer) decide(ctx context.Context, question string) json.RawMessage {
+	for range 3 {
+		line, err := a.prompt(ctx, question)
+		if err != nil {
+			return action("cancel")
+		}
+		if v, ok := verdict(line); ok {
+			return v
+		}
+		fmt.Fprintln(a.out, "  answer y (or Enter) to accept, d to decline, c to cancel")
+	}
+	fmt.Fprintln(a.out, "  answered cancel: no answer it could read")
+	return action("cancel")
+}
+
+// verdict reads a y/d/c answer ("" accepts); false when it is none.
+func verdict(line string) (json.RawMessage, bool) {
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "d", "decline", "n", "no":
-		return action("decline")
+		return action("decline"), true
 	case "c", "cancel":
-		return action("cancel")
+		return action("cancel"), true
 	case "", "y", "yes", "a", "accept":
-		return action(def)
+		return action("accept"), true
 	}
-	return action("cancel")
+	return nil, false
 }
 
 func (a *elicitAnswerer) prompt(ctx context.Context, text string) (string, error) {
@@ -370,16 +395,17 @@ func (a *elicitAnswerer) askField(ctx context.Context, f field) (json.RawMessage
 			fmt.Fprintln(a.out, "  this field is required")
 			continue
 		}
-		if v, ok := parseField(f, values, line); ok {
+		v, problem := parseField(f, values, line)
+		if problem == "" {
 			return v, nil
 		}
-		fmt.Fprintf(a.out, "  not a valid %s\n", hint)
+		fmt.Fprintf(a.out, "  %s\n", problem)
 	}
 	return nil, fmt.Errorf("no valid answer for %s", f.name)
 }
 
 // parseField reads an answer for f (values: the choices, if any).
-func parseField(f field, values []string, line string) (json.RawMessage, bool) {
+func parseField(f field, values []string, line string) (json.RawMessage, string) {
 	pick := func(s string) (string, bool) {
 		s = strings.TrimSpace(s)
 		if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= len(values) {
@@ -392,44 +418,102 @@ func parseField(f field, values []string, line string) (json.RawMessage, bool) {
 		}
 		return "", false
 	}
+	notOne := fmt.Sprintf("not one of the choices: give its number or value (1-%d)", len(values))
 	switch {
 	case f.Type == "array":
 		var picked []string
 		for _, part := range strings.Split(line, ",") {
 			v, ok := pick(part)
 			if !ok {
-				return nil, false
+				return nil, notOne
+			}
+			if slices.Contains(picked, v) {
+				return nil, fmt.Sprintf("%s is chosen twice", v)
 			}
 			picked = append(picked, v)
 		}
+		if f.MinItems != nil && len(picked) < *f.MinItems {
+			return nil, fmt.Sprintf("choose at least %d", *f.MinItems)
+		}
+		if f.MaxItems != nil && len(picked) > *f.MaxItems {
+			return nil, fmt.Sprintf("choose at most %d", *f.MaxItems)
+		}
 		b, _ := json.Marshal(picked)
-		return b, true
+		return b, ""
 	case len(values) > 0:
 		v, ok := pick(line)
 		if !ok {
-			return nil, false
+			return nil, notOne
 		}
 		b, _ := json.Marshal(v)
-		return b, true
+		return b, ""
 	case f.Type == "boolean":
 		switch strings.ToLower(line) {
 		case "y", "yes", "true":
-			return json.RawMessage("true"), true
+			return json.RawMessage("true"), ""
 		case "n", "no", "false":
-			return json.RawMessage("false"), true
+			return json.RawMessage("false"), ""
 		}
-		return nil, false
-	case f.Type == "integer":
-		if _, err := strconv.ParseInt(line, 10, 64); err != nil {
-			return nil, false
+		return nil, "answer y or n"
+	case f.Type == "integer" || f.Type == "number":
+		// Re-encoded, so that what Go reads and JSON does not ("+5",
+		// "0x10", "NaN") never reaches the server as written.
+		var n float64
+		var out string
+		if f.Type == "integer" {
+			i, err := strconv.ParseInt(line, 10, 64)
+			if err != nil {
+				return nil, "not a valid integer"
+			}
+			n, out = float64(i), strconv.FormatInt(i, 10)
+		} else {
+			var err error
+			if n, err = strconv.ParseFloat(line, 64); err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+				return nil, "not a valid number"
+			}
+			out = strconv.FormatFloat(n, 'g', -1, 64)
 		}
-		return json.RawMessage(line), true
-	case f.Type == "number":
-		if _, err := strconv.ParseFloat(line, 64); err != nil {
-			return nil, false
+		if f.Minimum != nil && n < *f.Minimum {
+			return nil, fmt.Sprintf("must be at least %v", *f.Minimum)
 		}
-		return json.RawMessage(line), true
+		if f.Maximum != nil && n > *f.Maximum {
+			return nil, fmt.Sprintf("must be at most %v", *f.Maximum)
+		}
+		return json.RawMessage(out), ""
+	}
+	if n := utf8.RuneCountInString(line); f.MinLength != nil && n < *f.MinLength {
+		return nil, fmt.Sprintf("must be at least %d characters", *f.MinLength)
+	} else if f.MaxLength != nil && n > *f.MaxLength {
+		return nil, fmt.Sprintf("must be at most %d characters", *f.MaxLength)
+	}
+	if why := badFormat(f.Format, line); why != "" {
+		return nil, why
 	}
 	b, _ := json.Marshal(line)
-	return b, true
+	return b, ""
+}
+
+// badFormat says why s is not of format (a string format the spec's
+// schemas name); "" when it is, or the format is one mcpx call does not
+// check.
+func badFormat(format, s string) string {
+	switch format {
+	case "email":
+		if a, err := mail.ParseAddress(s); err != nil || a.Address != s {
+			return "not an email address (name@example.com)"
+		}
+	case "uri":
+		if u, err := url.Parse(s); err != nil || u.Scheme == "" || u.Host == "" && u.Opaque == "" && u.Path == "" {
+			return "not a URI (https://example.com/page)"
+		}
+	case "date":
+		if _, err := time.Parse(time.DateOnly, s); err != nil {
+			return "not a date (2006-01-02)"
+		}
+	case "date-time":
+		if _, err := time.Parse(time.RFC3339, s); err != nil {
+			return "not a date and time (2006-01-02T15:04:05Z)"
+		}
+	}
+	return ""
 }

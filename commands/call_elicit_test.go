@@ -153,3 +153,73 @@ func TestProgressBar(t *testing.T) {
 		}
 	}
 }
+
+// An answer typed at a field is checked against what the requested
+// schema says of it, and sent as valid JSON whatever Go would read.
+func TestParseFieldChecks(t *testing.T) {
+	num := func(v float64) *float64 { return &v }
+	count := func(n int) *int { return &n }
+	colors := field{Type: "array", Items: &struct {
+		Enum  []string `json:"enum"`
+		AnyOf []choice `json:"anyOf"`
+	}{Enum: []string{"red", "green", "blue", "black"}}, MaxItems: count(3), MinItems: count(1)}
+	tests := []struct {
+		name    string
+		f       field
+		typed   string
+		want    string // the value sent, or "" when refused
+		problem string
+	}{
+		{"integer in bounds", field{Type: "integer", Minimum: num(1), Maximum: num(100)}, "42", "42", ""},
+		{"integer over the maximum", field{Type: "integer", Maximum: num(100)}, "500", "", "must be at most 100"},
+		{"integer under the minimum", field{Type: "integer", Minimum: num(1)}, "0", "", "must be at least 1"},
+		{"integer with a sign", field{Type: "integer"}, "+5", "5", ""},
+		{"integer not whole", field{Type: "integer"}, "2.5", "", "not a valid integer"},
+		{"integer in hex", field{Type: "integer"}, "0x10", "", "not a valid integer"},
+		{"number NaN", field{Type: "number"}, "NaN", "", "not a valid number"},
+		{"number infinite", field{Type: "number"}, "Inf", "", "not a valid number"},
+		{"number", field{Type: "number"}, "2.50", "2.5", ""},
+		{"string too short", field{Type: "string", MinLength: count(3)}, "ab", "", "at least 3 characters"},
+		{"string too long", field{Type: "string", MaxLength: count(3)}, "abcd", "", "at most 3 characters"},
+		{"string of runes", field{Type: "string", MaxLength: count(3)}, "äöü", `"äöü"`, ""},
+		{"email", field{Type: "string", Format: "email"}, "ada@example.com", `"ada@example.com"`, ""},
+		{"not an email", field{Type: "string", Format: "email"}, "x@", "", "not an email address"},
+		{"uri", field{Type: "string", Format: "uri"}, "https://example.com/a", `"https://example.com/a"`, ""},
+		{"not a uri", field{Type: "string", Format: "uri"}, "not a uri", "", "not a URI"},
+		{"date", field{Type: "string", Format: "date"}, "2026-12-07", `"2026-12-07"`, ""},
+		{"not a date", field{Type: "string", Format: "date"}, "not-a-date", "", "not a date"},
+		{"date-time", field{Type: "string", Format: "date-time"}, "2026-12-07T10:00:00Z", `"2026-12-07T10:00:00Z"`, ""},
+		{"choices within the bounds", colors, "1,3", `["red","blue"]`, ""},
+		{"too many choices", colors, "1,2,3,4", "", "choose at most 3"},
+		{"a choice twice", colors, "1,2,1", "", "red is chosen twice"},
+		{"not a choice", colors, "9", "", "not one of the choices"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			values, _ := tt.f.choices()
+			got, problem := parseField(tt.f, values, tt.typed)
+			if string(got) != tt.want || tt.problem == "" && problem != "" || !strings.Contains(problem, tt.problem) {
+				t.Errorf("parseField(%q) = %s, %q; want %s, %q", tt.typed, got, problem, tt.want, tt.problem)
+			}
+			if got != nil && !json.Valid(got) {
+				t.Errorf("sent %s, which is not JSON", got)
+			}
+		})
+	}
+}
+
+// A titled enum of the legacy form (enumNames) offers its titles, and an
+// answer the Answer? prompt cannot read is asked again, not taken as a
+// cancel.
+func TestElicitLabelsAndRetries(t *testing.T) {
+	values, labels := field{Type: "string", Enum: []string{"cat", "dog"}, EnumNames: []string{"Cats", "Dogs"}}.choices()
+	if strings.Join(values, ",") != "cat,dog" || strings.Join(labels, ",") != "Cats,Dogs" {
+		t.Errorf("choices = %v, %v", values, labels)
+	}
+	params := `{"message":"Pet?","requestedSchema":{"type":"object","properties":{"pet":{"type":"string","enum":["cat","dog"],"enumNames":["Cats","Dogs"]}}}}`
+	a := &elicitAnswerer{interactive: true, in: newLineSource(strings.NewReader("yse\ny\n2\n")), out: io.Discard}
+	got, err := a.answer(context.Background(), json.RawMessage(params))
+	if err != nil || string(got) != `{"action":"accept","content":{"pet":"dog"}}` {
+		t.Errorf("answer = %s, %v", got, err)
+	}
+}
