@@ -179,13 +179,18 @@ func humanDuration(d time.Duration) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// oneLine flattens and shortens server-supplied text for a table cell.
+// oneLine flattens and shortens server-supplied text for a table cell:
+// at a word, unless that would drop more than half the cell.
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(redact.Control(s)), " ")
-	if len(s) > max {
-		s = cutAt(s, max-1) + "…"
+	if len(s) <= max {
+		return s
 	}
-	return s
+	cut := cutAt(s, max-1)
+	if i := strings.LastIndexByte(cut, ' '); s[len(cut)] != ' ' && i > len(cut)/2 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ") + "…"
 }
 
 // cutAt is s cut to at most n bytes, never inside a character.

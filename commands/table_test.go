@@ -88,3 +88,23 @@ func TestOneLineCutsWholeCharacters(t *testing.T) {
 		t.Errorf("fitCause cut a character: %q", got)
 	}
 }
+
+// A long cell is cut at a word, unless the word would take more than half
+// of it.
+func TestOneLineCutsAtAWord(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"tells you about connections and calls", 20, "tells you about…"},
+		{"about connections", 16, "about connectio…"},
+		{"a supercalifragilistic word", 12, "a supercali…"},
+		{"short enough", 20, "short enough"},
+		{"ends right at a word here", 15, "ends right at…"},
+	} {
+		if got := oneLine(tt.in, tt.max); got != tt.want {
+			t.Errorf("oneLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+	}
+}
