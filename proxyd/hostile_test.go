@@ -150,3 +150,32 @@ func TestInvalidJSONAnsweredAndNothingRuns(t *testing.T) {
 		t.Fatalf("a valid call after them: %.200s", answer)
 	}
 }
+
+// A modern client's notifications/cancelled is accepted and ends nothing:
+// the modern era cancels by closing the request's stream, and modern
+// requests of every client share one space of ids, so a client naming
+// another's id must not end that call (here one the MCP library serves,
+// its members being ambiguous).
+func TestModernCancelEndsNoOnesCall(t *testing.T) {
+	_, td := withFixture(t, mcpserver.EraModern)
+	victim, other := newRawClient(t, td, true), newRawClient(t, td, true)
+	done := make(chan []byte, 1)
+	go func() {
+		_, body := victim.call(42, "tools/call", "fx__slow_read", `{"name":"fx__slow_read","NAME":"fx__slow_read","arguments":{"ms":1500}}`, "")
+		done <- body
+	}()
+	cancel := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":42,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	for sent := 0; ; sent++ {
+		select {
+		case body := <-done:
+			if !strings.Contains(string(body), "waited 1500 ms") {
+				t.Fatalf("the call ended without its result after %d cancellations of another client: %s", sent, body)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+			if resp, body := other.post("notifications/cancelled", cancel, ""); resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("notifications/cancelled: %d %s", resp.StatusCode, body)
+			}
+		}
+	}
+}

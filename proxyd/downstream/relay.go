@@ -169,7 +169,11 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	case msg.Method == "" && len(msg.ID) > 0:
 		return !modern && s.takeAnswer(w, sess, msg)
 	case msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0:
-		if modern || !sess.cancel(relay.IDKey(relayMember(msg.Params, "requestId"))) {
+		// A modern client cancels by closing its request's stream; the
+		// notification names an id, and modern requests of every client
+		// share one space of ids: taken as one, it would let a client
+		// end another's request. It is accepted and left.
+		if !modern && !sess.cancel(relay.IDKey(relayMember(msg.Params, "requestId"))) {
 			return false
 		}
 		w.WriteHeader(http.StatusAccepted)
