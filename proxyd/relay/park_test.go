@@ -199,9 +199,9 @@ func TestEndedParkedCallsLeaveRoom(t *testing.T) {
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	// park starts a call on up and returns its first round's answer, and
-	// a channel with its first Do's return once the call ends.
-	park := func(up Upstream) (json.RawMessage, error, chan error) {
+	// park starts a call on up and returns a channel with its first Do's
+	// return once the call ends, and its first round's answer.
+	park := func(up Upstream) (chan error, json.RawMessage, error) {
 		type early struct {
 			res json.RawMessage
 			err error
@@ -217,9 +217,9 @@ func TestEndedParkedCallsLeaveRoom(t *testing.T) {
 		}()
 		select {
 		case e := <-got:
-			return e.res, e.err, first
+			return first, e.res, e.err
 		case err := <-first:
-			return nil, err, first
+			return first, nil, err
 		}
 	}
 	retry := func(state string) error {
@@ -233,7 +233,7 @@ func TestEndedParkedCallsLeaveRoom(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range maxParked {
 		wg.Go(func() {
-			res, err, first := park(held)
+			first, res, err := park(held)
 			if err != nil || StringMember(res, "resultType") != "input_required" {
 				t.Errorf("call %d: %s, %v; want input_required", i, res, err)
 			}
@@ -244,7 +244,7 @@ func TestEndedParkedCallsLeaveRoom(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if _, err, _ := park(heldUpstream{release: make(chan struct{})}); err == nil || !strings.Contains(err.Error(), "waiting for their clients' input") {
+	if _, _, err := park(heldUpstream{release: make(chan struct{})}); err == nil || !strings.Contains(err.Error(), "waiting for their clients' input") {
 		t.Fatalf("a call past %d running ones: %v, want it refused", maxParked, err)
 	}
 	close(held.release)
@@ -257,7 +257,7 @@ func TestEndedParkedCallsLeaveRoom(t *testing.T) {
 	// call that ended first (maxParkedEnded of them wait already).
 	next := heldUpstream{release: make(chan struct{})}
 	defer close(next.release)
-	if res, err, _ := park(next); err != nil || StringMember(res, "resultType") != "input_required" {
+	if _, res, err := park(next); err != nil || StringMember(res, "resultType") != "input_required" {
 		t.Fatalf("a call after the others ended: %s, %v; want input_required", res, err)
 	}
 	gone, kept := 0, 0
