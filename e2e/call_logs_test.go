@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/mcpx-dev/mcpx/fixtures/conformance"
-	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // mcpx call shows the upstream's log messages of --log-level (info by
@@ -14,16 +10,7 @@ import (
 // modern upstream logs nothing for a request that names no level, a
 // legacy one after logging/setLevel), and none with off.
 func TestCallShowsLogMessages(t *testing.T) {
-	fx, err := conformance.Start(conformance.Options{})
-	if err != nil {
-		t.Fatalf("starting the conformance fixture: %v", err)
-	}
-	t.Cleanup(func() { _ = fx.Close() })
-	e := newEnv(t)
-	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n  - name: modern\n    url: %s\n    protocol: modern\n", fx.URL(), fx.URL()))
-	e.startProxyd()
-	e.waitServer("legacy", api.StateReady)
-	e.waitServer("modern", api.StateReady)
+	e, _ := conformanceBehindProxyd(t)
 	for _, server := range []string{"legacy", "modern"} {
 		for _, tt := range []struct {
 			flags []string

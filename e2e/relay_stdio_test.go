@@ -131,11 +131,11 @@ func runStdioCalls(t *testing.T, ctx context.Context, dial func(p *stdioPeer, op
 	}
 }
 
-// undeclaredWait bounds one attempt of the call for a client without
-// sampling (it takes milliseconds when it ends at all).
-const undeclaredWait = 15 * time.Second
-
-func TestRelayOverStdioEveryEra(t *testing.T) {
+// conformanceBehindProxyd starts the conformance fixture and proxyd in
+// front of it, with a server entry pinned to each era: legacy and modern;
+// it returns the fixture's URL too.
+func conformanceBehindProxyd(t *testing.T) (*env, string) {
+	t.Helper()
 	fx, err := conformance.Start(conformance.Options{})
 	if err != nil {
 		t.Fatalf("starting the conformance fixture: %v", err)
@@ -146,6 +146,15 @@ func TestRelayOverStdioEveryEra(t *testing.T) {
 	e.startProxyd()
 	e.waitServer("legacy", api.StateReady)
 	e.waitServer("modern", api.StateReady)
+	return e, fx.URL()
+}
+
+// undeclaredWait bounds one attempt of the call for a client without
+// sampling (it takes milliseconds when it ends at all).
+const undeclaredWait = 15 * time.Second
+
+func TestRelayOverStdioEveryEra(t *testing.T) {
+	e, fixtureURL := conformanceBehindProxyd(t)
 
 	for _, tc := range clientProtocols {
 		legacyClient := len(tc.opts) > 0 // the legacy-pinned client
@@ -160,7 +169,7 @@ func TestRelayOverStdioEveryEra(t *testing.T) {
 					//lint:ignore SA1019 the legacy era's GET stream is what a legacy client opens
 					topts = append(topts, transport.WithContinuousListening())
 				}
-				tr, err := transport.NewStreamableHTTP(fx.URL(), topts...)
+				tr, err := transport.NewStreamableHTTP(fixtureURL, topts...)
 				if err != nil {
 					t.Fatal(err)
 				}
