@@ -1,13 +1,13 @@
 package commands
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/livestats"
 )
@@ -55,31 +55,41 @@ func TestTopViewSortAndFilter(t *testing.T) {
 	}
 }
 
+// press is the message of a key typed at the terminal.
+func press(k string) tea.KeyPressMsg {
+	switch k {
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	}
+	r := []rune(k)[0]
+	return tea.KeyPressMsg{Code: r, Text: k}
+}
+
 // The model's keys, without a terminal.
 func TestTopModelKeys(t *testing.T) {
-	r := lipgloss.NewRenderer(&strings.Builder{})
-	r.SetColorProfile(termenv.Ascii)
-	m := &topModel{view: topView{sortBy: topSortCalls, window: time.Minute}, st: newTopStyles(r), width: 100, height: 12, interval: time.Second}
+	m := &topModel{view: topView{sortBy: topSortCalls, window: time.Minute}, st: newTopStyles(false), width: 100, height: 12, interval: time.Second}
 	m.Update(topFrameMsg(topSample()))
-	if !strings.Contains(m.View(), "› alpha") {
-		t.Fatalf("first row selected:\n%s", m.View())
+	if v := m.View(); !v.AltScreen || !strings.Contains(v.Content, "› alpha") {
+		t.Fatalf("first row selected, full screen (%v):\n%s", v.AltScreen, v.Content)
 	}
-	m.Update(tea.KeyMsg{Type: tea.KeyDown})
-	if !strings.Contains(m.View(), "› beta") {
-		t.Fatalf("down selects beta:\n%s", m.View())
+	m.Update(press("down"))
+	if !strings.Contains(m.View().Content, "› beta") {
+		t.Fatalf("down selects beta:\n%s", m.View().Content)
 	}
 	m.key("s")
-	if m.view.sortBy != topSortFailures || !strings.Contains(m.View(), "sort failure rate") {
+	if m.view.sortBy != topSortFailures || !strings.Contains(m.View().Content, "sort failure rate") {
 		t.Fatalf("sort: %+v", m.view)
 	}
 	if m.key("f") == nil || m.view.domain != "upstream" {
 		t.Fatalf("f filters and reloads: %+v", m.view)
 	}
 	m.Update(topFailuresMsg{server: "beta"})
-	if v := m.View(); !strings.Contains(v, "recent failures of beta") || !strings.Contains(v, "no failed calls recorded") {
+	if v := m.View().Content; !strings.Contains(v, "recent failures of beta") || !strings.Contains(v, "no failed calls recorded") {
 		t.Fatalf("failures view:\n%s", v)
 	}
-	m.key("esc")
+	m.Update(press("esc"))
 	if m.failures != nil {
 		t.Fatal("esc goes back")
 	}
@@ -88,31 +98,54 @@ func TestTopModelKeys(t *testing.T) {
 	} else if _, ok := cmd().(tea.QuitMsg); !ok {
 		t.Fatal("q quits")
 	}
-	// Keys typed faster than a read arrive as one run of runes: each counts.
-	m = &topModel{view: topView{sortBy: topSortCalls, window: time.Minute}, st: newTopStyles(r), width: 100, height: 12, interval: time.Second}
+	// Keys typed faster than a read: each counts.
+	m = &topModel{view: topView{sortBy: topSortCalls, window: time.Minute}, st: newTopStyles(false), width: 100, height: 12, interval: time.Second}
 	m.Update(topFrameMsg(topSample()))
-	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjsr")})
+	for _, k := range []string{"j", "j", "s", "r"} {
+		m.Update(press(k))
+	}
 	if m.cursor != 2 || m.view.sortBy != topSortFailures || !m.view.reverse {
-		t.Fatalf("one read of \"jjsr\": cursor %d, view %+v", m.cursor, m.view)
+		t.Fatalf("\"jjsr\": cursor %d, view %+v", m.cursor, m.view)
 	}
-	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil {
-		t.Fatal("q quits")
-	}
-	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jq"), Paste: true})
+	m.Update(tea.PasteMsg{Content: "jq"})
 	if m.cursor != 2 {
 		t.Fatalf("pasted text moved the cursor to %d", m.cursor)
 	}
-	_, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("kq")})
-	if m.cursor != 1 || cmd == nil {
-		t.Fatalf("\"kq\" in one read: cursor %d, command %v", m.cursor, cmd)
+	m.Update(press("k"))
+	if _, cmd := m.Update(press("q")); m.cursor != 1 || cmd == nil {
+		t.Fatalf("\"kq\": cursor %d, command %v", m.cursor, cmd)
 	} else if _, ok := cmd().(tea.QuitMsg); !ok {
-		t.Fatal("\"kq\" in one read does not quit")
+		t.Fatal("\"kq\" does not quit")
+	}
+	if m.Update(press("j")); m.cursor != 1 {
+		t.Fatal("a key after q still counts")
 	}
 	// Narrow terminals clip lines rather than wrap them.
 	m.width = 30
-	for _, line := range strings.Split(m.View(), "\n") {
+	for _, line := range strings.Split(m.View().Content, "\n") {
 		if lipgloss.Width(line) > 30 {
 			t.Fatalf("line wider than the terminal: %q", line)
+		}
+	}
+}
+
+// Without colour the view has no escape codes at all; with it, failing
+// rows are coloured and the selection is in reverse video.
+func TestTopModelColour(t *testing.T) {
+	for _, colour := range []bool{false, true} {
+		m := &topModel{view: topView{sortBy: topSortCalls, window: time.Minute}, st: newTopStyles(colour), width: 100, height: 12, interval: time.Second}
+		m.Update(topFrameMsg(topSample()))
+		s := m.View().Content
+		if !colour {
+			if strings.Contains(s, "\x1b") {
+				t.Fatalf("escape codes without colour:\n%q", s)
+			}
+			continue
+		}
+		for _, code := range []string{"7", "31", "33"} {
+			if !regexp.MustCompile(`\x1b\[([0-9]+;)*` + code + `[;m]`).MatchString(s) {
+				t.Fatalf("want reverse video, red and yellow rows; no SGR %s in:\n%q", code, s)
+			}
 		}
 	}
 }

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
@@ -18,13 +17,16 @@ import (
 
 // runTopTUI runs the full-screen view until the user quits or ctx ends.
 func runTopTUI(ctx context.Context, c *cli.Context, src *topSource, v topView, interval time.Duration) error {
-	r := lipgloss.NewRenderer(c.App.Writer)
-	if !colorEnabled(c) {
-		r.SetColorProfile(termenv.Ascii)
+	// Keys come from the terminal even when stdin is redirected.
+	tty, ttyOut, err := tea.OpenTTY()
+	if err != nil {
+		return fmt.Errorf("terminal view: %w", err)
 	}
-	m := &topModel{ctx: ctx, src: src, view: v, interval: interval, st: newTopStyles(r), width: 120, height: 30}
-	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithOutput(c.App.Writer), tea.WithInputTTY(), tea.WithAltScreen())
-	_, err := p.Run()
+	defer tty.Close()
+	defer ttyOut.Close()
+	m := &topModel{ctx: ctx, src: src, view: v, interval: interval, st: newTopStyles(colorEnabled(c)), width: 120, height: 30}
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithOutput(c.App.Writer), tea.WithInput(tty))
+	_, err = p.Run()
 	if ctx.Err() != nil {
 		return nil // interrupted: a normal way to leave
 	}
@@ -36,16 +38,24 @@ func runTopTUI(ctx context.Context, c *cli.Context, src *topSource, v topView, i
 
 type topStyles struct {
 	title, header, plain, dim, bad, warn lipgloss.Style
+	colour                               bool // the selection in reverse video
 }
 
-func newTopStyles(r *lipgloss.Renderer) topStyles {
+// newTopStyles are the view's styles; without colour, no attributes at
+// all (the selection is still marked by its arrow).
+func newTopStyles(colour bool) topStyles {
+	plain := lipgloss.NewStyle()
+	if !colour {
+		return topStyles{title: plain, header: plain, plain: plain, dim: plain, bad: plain, warn: plain}
+	}
 	return topStyles{
-		title:  r.NewStyle().Bold(true),
-		header: r.NewStyle().Bold(true).Underline(true),
-		plain:  r.NewStyle(),
-		dim:    r.NewStyle().Faint(true),
-		bad:    r.NewStyle().Foreground(lipgloss.Color("1")),
-		warn:   r.NewStyle().Foreground(lipgloss.Color("3")),
+		colour: true,
+		title:  plain.Bold(true),
+		header: plain.Bold(true).Underline(true),
+		plain:  plain,
+		dim:    plain.Faint(true),
+		bad:    plain.Foreground(lipgloss.Color("1")),
+		warn:   plain.Foreground(lipgloss.Color("3")),
 	}
 }
 
@@ -74,6 +84,7 @@ type topModel struct {
 	rows          []topRow
 	cursor        int
 	failures      *topFailuresMsg // the failures view when set
+	quitting      bool
 	err           error
 }
 
@@ -119,35 +130,22 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.tick()
 	case topFailuresMsg:
 		m.failures = &msg
-	case tea.KeyMsg:
-		return m, m.keys(msg)
+	case tea.KeyPressMsg:
+		// Keys typed faster than the terminal is read ("jjs") come one
+		// message each; pasted text comes as a tea.PasteMsg and is not a
+		// command.
+		return m, m.key(msg.String())
 	}
 	return m, nil
 }
 
-// keys handles a key message. Keys typed faster than the terminal is read
-// arrive as one run of runes ("jjs"): each rune is a key of its own.
-// Pasted text is not a command.
-func (m *topModel) keys(msg tea.KeyMsg) tea.Cmd {
-	if msg.Paste {
-		return nil
-	}
-	if msg.Type != tea.KeyRunes || msg.Alt || len(msg.Runes) < 2 {
-		return m.key(msg.String())
-	}
-	var cmds []tea.Cmd
-	for _, r := range msg.Runes {
-		if r == 'q' {
-			return tea.Quit // what else was typed no longer matters
-		}
-		cmds = append(cmds, m.key(string(r)))
-	}
-	return tea.Batch(cmds...)
-}
-
 func (m *topModel) key(k string) tea.Cmd {
+	if m.quitting {
+		return nil // keys typed after q no longer matter
+	}
 	switch k {
 	case "q", "ctrl+c":
+		m.quitting = true
 		return tea.Quit
 	}
 	if m.failures != nil {
@@ -185,7 +183,15 @@ func (m *topModel) key(k string) tea.Cmd {
 	return nil
 }
 
-func (m *topModel) View() string {
+// View is the screen, full-window as long as top runs.
+func (m *topModel) View() tea.View {
+	v := tea.NewView(m.screen())
+	v.AltScreen = true
+	return v
+}
+
+// screen is the text of the current view.
+func (m *topModel) screen() string {
 	if m.failures != nil {
 		return m.failuresView()
 	}
@@ -213,7 +219,7 @@ func (m *topModel) View() string {
 		}
 		mark := "  "
 		if i == m.cursor {
-			mark, style = "› ", style.Reverse(true)
+			mark, style = "› ", style.Reverse(m.st.colour)
 		}
 		b.WriteString(mark + style.Render(line))
 		b.WriteString("\n")
