@@ -144,8 +144,14 @@ type ptyProc struct {
 // stdout and stderr.
 func startOnPTY(t *testing.T, ctx context.Context, e *env, args ...string) *ptyProc {
 	t.Helper()
+	return startOnTerminal(t, ctx, e, "dumb", args...)
+}
+
+// startOnTerminal is startOnPTY with TERM=termType.
+func startOnTerminal(t *testing.T, ctx context.Context, e *env, termType string, args ...string) *ptyProc {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, mcpxBin, append(e.globals(), args...)...)
-	cmd.Env = append(e.environ(), "TERM=dumb")
+	cmd.Env = append(e.environ(), "TERM="+termType)
 	cmd.WaitDelay = 5 * time.Second
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
 	if err != nil {
