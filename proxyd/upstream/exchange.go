@@ -208,7 +208,7 @@ func (r *routes) only(ok func(*exchange) bool) *exchange {
 // first's prompt and hand the first the other's answer, so with calls of
 // several clients able to answer, shared is true and no call is picked.
 // A request on a call's own stream never needs a guess.
-func (r *routes) pick(method string, accepts func(*exchange) bool) (x *exchange, shared bool) {
+func (r *routes) pick(method string, accepts func(*exchange) bool) (picked *exchange, shared bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var best *exchange
