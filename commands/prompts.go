@@ -21,6 +21,9 @@ var promptsCommand = &cli.Command{
 	ArgsUsage: "[SERVER]",
 	Description: `Lists prompts as MCP clients see them through proxyd (the exposed name),
 with their arguments (* marks a required one). Get one with 'mcpx prompt'.
+A prompt whose name another server already exposes, or of a server that
+is not ready, is marked "left out" with the reason: clients do not see
+it (-o json: "left_out").
 
 Examples:
    mcpx prompts
@@ -56,7 +59,11 @@ func runPrompts(c *cli.Context) error {
 					args = append(args, a.Name)
 				}
 			}
-			_ = t.Append([]string{p.Exposed, p.Server, dash(strings.Join(args, " ")), t.Fit(p.Description, 60, oneLine)})
+			desc := t.Fit(p.Description, 60, oneLine)
+			if p.LeftOut != "" {
+				desc = "left out: " + t.Fit(p.LeftOut, 60, oneLine)
+			}
+			_ = t.Append([]string{p.Exposed, p.Server, dash(strings.Join(args, " ")), desc})
 		}
 		return t.Render()
 	})

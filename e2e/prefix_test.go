@@ -187,6 +187,18 @@ func TestPrefixPrompts(t *testing.T) {
 		return false, "no server two"
 	})
 
+	// mcpx prompts marks two's prompts left out, as mcpx tools does tools.
+	var listed []api.Prompt
+	e.runJSON(0, &listed, "prompts")
+	for _, p := range listed {
+		if left := p.LeftOut != ""; left != (p.Server == "two") || left && !strings.Contains(p.LeftOut, "already exposed by server one") {
+			t.Errorf("prompt %s of %s: left_out %q", p.Name, p.Server, p.LeftOut)
+		}
+	}
+	if r := e.mustRun("prompts", "two"); !strings.Contains(r.stdout, "left out: the name is already exposed by server one") {
+		t.Errorf("the prompts table does not mark two's prompts left out:\n%s", r)
+	}
+
 	ci := e.connectInfo()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()

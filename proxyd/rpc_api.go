@@ -64,15 +64,18 @@ func (d *Daemon) handlePrompts(w http.ResponseWriter, r *http.Request) error {
 	want := r.URL.Query().Get("server")
 	out := []api.Prompt{}
 	found := want == ""
+	naming := d.naming()
 	for _, c := range d.mgr.List() {
 		if want != "" && c.Name() != want {
 			continue
 		}
 		found = true
 		cfg := c.Config()
+		state := c.State()
 		for _, p := range c.Prompts() {
 			x := api.Prompt{Server: c.Name(), Name: p.Name, Exposed: downstream.ExposedName(c.Name(), cfg.ExposedPrefix(), p.Name),
 				Title: p.Title, Description: p.Description}
+			x.LeftOut = leftOut(c.Name(), state, naming.Prompts, x.Exposed, p.Name)
 			for _, a := range p.Arguments {
 				x.Arguments = append(x.Arguments, api.PromptArgument{Name: a.Name, Description: a.Description, Required: a.Required})
 			}

@@ -87,11 +87,7 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 				Title: t.Title, Description: t.Description, ReadOnly: t.ReadOnly(), Destructive: t.Destructive(),
 				InputSchema: t.RawInputSchema,
 			}
-			if state != api.StateReady {
-				tool.LeftOut = fmt.Sprintf("not served while %s is %s (see 'mcpx status %s')", c.Name(), state.Phrase(), c.Name())
-			} else if e, held := naming.Tools[tool.Exposed]; held && e != (downstream.Entry{Server: c.Name(), Name: t.Name}) {
-				tool.LeftOut = "the name is already exposed by server " + e.Server
-			}
+			tool.LeftOut = leftOut(c.Name(), state, naming.Tools, tool.Exposed, t.Name)
 			out = append(out, tool)
 		}
 	}
@@ -99,6 +95,20 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 		return d.noServer(want)
 	}
 	return writeJSON(w, out)
+}
+
+// leftOut says why clients do not see what server lists as name, exposed
+// as exposed, when they do not ("" when they do): the endpoint serves
+// ready servers only, and a name two servers would expose is the first's
+// (held: the naming of tools or of prompts).
+func leftOut(server string, state api.State, held map[string]downstream.Entry, exposed, name string) string {
+	if state != api.StateReady {
+		return fmt.Sprintf("not served while %s is %s (see 'mcpx status %s')", server, state.Phrase(), server)
+	}
+	if e, ok := held[exposed]; ok && e != (downstream.Entry{Server: server, Name: name}) {
+		return "the name is already exposed by server " + e.Server
+	}
+	return ""
 }
 
 func (d *Daemon) handleReload(w http.ResponseWriter, r *http.Request) error {

@@ -27,6 +27,7 @@ type Prompt struct {
 	Title       string           `json:"title,omitempty"`
 	Description string           `json:"description,omitempty"`
 	Arguments   []PromptArgument `json:"arguments,omitempty"`
+	LeftOut     string           `json:"left_out,omitempty"` // why clients do not see the prompt, when they do not
 }
 
 // PromptArgument is one argument of a prompt.
