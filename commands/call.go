@@ -33,8 +33,9 @@ is no such server or tool.
 While the call runs, the upstream's progress shows on stderr (a bar on a
 terminal, plain lines otherwise, nothing with -o json or yaml) and so do
 its log messages of --log-level (default info) and above (the upstream
-is asked for them; off asks for none). When the upstream asks for input (elicitation), a
-terminal asks you field by field; scripts answer with --elicit decline,
+is asked for them; off asks for none). When the upstream asks for input
+(elicitation), a terminal asks you field by field, checking each answer
+against the requested schema; scripts answer with --elicit decline,
 cancel, defaults (the schema's defaults) or @FILE (a JSON answer: the
 content, or a whole result with "action"). Without a terminal or --elicit
 the request is cancelled. A request for an LLM completion (sampling) is
