@@ -401,24 +401,27 @@ func typedValue(v string, types []string) json.RawMessage {
 	if len(types) == 0 {
 		return json.RawMessage(v)
 	}
-	var got string
-	switch x.(type) {
-	case nil:
-		got = "null"
-	case bool:
-		got = "boolean"
-	case float64:
-		got = "number"
-	case string:
-		got = "string"
-	case []any:
-		got = "array"
-	case map[string]any:
-		got = "object"
-	}
+	got := jsonKind(x)
 	if slices.Contains(types, got) || (got == "number" && slices.Contains(types, "integer")) {
 		return json.RawMessage(v)
 	}
 	// Not of an allowed type: sent as a string, the schema check says why.
 	return asString()
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	}
+	return "object"
 }

@@ -242,23 +242,6 @@ func readElicitFile(path string) (json.RawMessage, error) {
 	return json.RawMessage(b), nil
 }
 
-// jsonKind names the JSON type of a decoded value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case float64:
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	}
-	return "object"
-}
-
 func compactJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
