@@ -98,7 +98,7 @@ func (p *cliPeer) Notify(method string, params json.RawMessage) {
 		var l api.LogEvent
 		// A legacy upstream's level is the lowest any of proxyd's clients
 		// asked for: what is below this call's is not shown.
-		if json.Unmarshal(params, &l) == nil && !(relay.LogLevelRank(l.Level) >= 0 && relay.LogLevelRank(l.Level) < p.level) {
+		if json.Unmarshal(params, &l) == nil && relay.LogPasses(l.Level, p.level) {
 			p.send(api.CallEvent{Event: api.EventLog, Log: &l})
 		}
 	}

@@ -63,9 +63,6 @@ func (p *httpPeer) Shape(s relay.Shape, ms *relay.Members) {
 	p.mu.Unlock()
 }
 
-// levelOf is the rank of a log level; unknown levels pass every filter.
-func levelOf(l string) int { return relay.LogLevelRank(l) }
-
 func (p *httpPeer) Notify(method string, params json.RawMessage) { p.notify(method, params, true) }
 
 // NotifyHeld writes the notification without pushing it to the client:
@@ -88,7 +85,7 @@ func (p *httpPeer) notify(method string, params json.RawMessage, push bool) {
 		if p.modern && p.level < 0 {
 			return // a modern request that asked for no log messages gets none
 		}
-		if l := levelOf(relay.StringMember(params, "level")); l >= 0 && l < p.level {
+		if !relay.LogPasses(relay.StringMember(params, "level"), p.level) {
 			return
 		}
 	}

@@ -228,7 +228,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 		c.CallMeta.Client = "session:" + prefix(sid)
 	}
 	if c.LogLevel != "" {
-		peer.level = levelOf(c.LogLevel)
+		peer.level = relay.LogLevelRank(c.LogLevel)
 	}
 	if client != "" {
 		c.CallMeta.Client = client

@@ -385,9 +385,9 @@ func (s *Server) Notify(server, method string, params json.RawMessage) {
 			s.toSession(sid, method, params)
 		}
 	case relay.MethodMessage:
-		l := levelOf(relay.StringMember(params, "level"))
+		l := relay.LogLevelRank(relay.StringMember(params, "level"))
 		s.sessions.each(func(sess *session) {
-			if lv := sess.logLevel(); lv != "" && l >= levelOf(lv) {
+			if lv := sess.logLevel(); lv != "" && l >= relay.LogLevelRank(lv) {
 				s.toSession(sess.id, method, params)
 			}
 		})

@@ -100,6 +100,14 @@ func LogLevelRank(level string) int {
 	return -1
 }
 
+// LogPasses reports whether a log message of level passes a filter whose
+// least severe level has rank min (-1: every message passes); a level
+// that is none of LogLevels passes.
+func LogPasses(level string, min int) bool {
+	r := LogLevelRank(level)
+	return r < 0 || r >= min
+}
+
 // Owner is implemented by handlers and peers that name the client behind
 // a call: a legacy session's calls share its owner, and "" is a client
 // of the call's own (a modern client, the command line). A request the
