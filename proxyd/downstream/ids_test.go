@@ -31,14 +31,14 @@ func TestRequestIDsAndTokens(t *testing.T) {
 	_, srv := startEndpoint(t, b)
 	// A legacy session's call, as progressCall makes one, with its body
 	// replaced.
-	legacy := progressCall(t, srv.URL+"/mcp", token, false)
+	legacy := progressCall(t, srv.URL+"/mcp", false)
 	sid := legacy.Header.Get("Mcp-Session-Id")
 	post := func(modern bool, id, meta string) (int, string) {
 		t.Helper()
 		var req *http.Request
 		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{` + meta
 		if modern {
-			req = progressCall(t, srv.URL+"/mcp", token, true)
+			req = progressCall(t, srv.URL+"/mcp", true)
 			if meta != "" {
 				body += ","
 			}
@@ -114,7 +114,7 @@ func TestLegacyPostWithoutSession(t *testing.T) {
 func TestLibraryAnswersKeepIDs(t *testing.T) {
 	const token = testToken
 	_, srv := startEndpoint(t, hintBackend{})
-	legacy := progressCall(t, srv.URL+"/mcp", token, false)
+	legacy := progressCall(t, srv.URL+"/mcp", false)
 	sid := legacy.Header.Get("Mcp-Session-Id")
 	const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	post := func(modern bool, method, id string) (int, string) {
@@ -124,7 +124,7 @@ func TestLibraryAnswersKeepIDs(t *testing.T) {
 		switch {
 		case modern:
 			body = `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{` + modernMeta + `}}`
-			req = progressCall(t, srv.URL+"/mcp", token, true)
+			req = progressCall(t, srv.URL+"/mcp", true)
 			req.Header.Set("Mcp-Method", method)
 			req.Header.Del("Mcp-Name")
 		case method == "initialize":

@@ -328,7 +328,7 @@ func TestOneGetStreamPerSession(t *testing.T) {
 	const token = testToken
 	_, srv := startEndpoint(t, hintBackend{})
 	t.Cleanup(srv.CloseClientConnections) // runs first: a stream left open fails the test, not hangs it
-	sid := progressCall(t, srv.URL+"/mcp", token, false).Header.Get("Mcp-Session-Id")
+	sid := progressCall(t, srv.URL+"/mcp", false).Header.Get("Mcp-Session-Id")
 	req := func(method string) *http.Request {
 		r, _ := http.NewRequest(method, srv.URL+"/mcp", nil)
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -403,7 +403,7 @@ func TestStreamLimit(t *testing.T) {
 		}
 		return resp
 	}
-	session := func() string { return progressCall(t, srv.URL+"/mcp", token, false).Header.Get("Mcp-Session-Id") }
+	session := func() string { return progressCall(t, srv.URL+"/mcp", false).Header.Get("Mcp-Session-Id") }
 	a, b := get(session()), get(session())
 	defer b.Body.Close()
 	if a.StatusCode != http.StatusOK || b.StatusCode != http.StatusOK {

@@ -51,7 +51,7 @@ func TestStreamedAnswerEndsBeforeBookkeeping(t *testing.T) {
 	for _, modern := range []bool{false, true} {
 		for _, stream := range []bool{true, false} {
 			b.stream, b.release, b.ran = stream, make(chan struct{}), make(chan string, 2)
-			req := progressCall(t, srv.URL+"/mcp", token, modern)
+			req := progressCall(t, srv.URL+"/mcp", modern)
 			body := make(chan string, 1)
 			go func() {
 				resp, err := http.DefaultClient.Do(req)
@@ -95,42 +95,14 @@ func TestStreamedAnswerEndsBeforeBookkeeping(t *testing.T) {
 
 // progressCall is a call of echo with a progressToken: a modern
 // request, or a legacy one on a session it initializes.
-func progressCall(t *testing.T, url, token string, modern bool) *http.Request {
+func progressCall(t *testing.T, url string, modern bool) *http.Request {
 	t.Helper()
-	post := func(body, version, session string) *http.Request {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", version)
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		return req
-	}
 	if modern {
-		req := post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},`+
-			`"_meta":{"progressToken":"p1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-			"2026-07-28", "")
+		req := endpointRequest(t, url, "2026-07-28", "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},`+
+			`"_meta":{"progressToken":"p1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 		req.Header.Set("Mcp-Method", "tools/call")
 		req.Header.Set("Mcp-Name", "echo")
 		return req
 	}
-	resp, err := http.DefaultClient.Do(post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "2025-11-25", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	sid := resp.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatalf("initialize gave no session (status %d)", resp.StatusCode)
-	}
-	resp, err = http.DefaultClient.Do(post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "2025-11-25", sid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":"p1"}}}`, "2025-11-25", sid)
+	return legacyRequest(t, url, legacySessionID(t, url), `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"progressToken":"p1"}}}`)
 }

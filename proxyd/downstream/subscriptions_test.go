@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -142,38 +141,4 @@ func TestSubscriptionsBounded(t *testing.T) {
 	if n, want := s.subscriptions.Load(), int64(maxSubscriptionsInAll); n != want {
 		t.Fatalf("proxyd counts %d subscriptions, want %d", n, want)
 	}
-}
-
-// legacyRequest is a legacy-era request on session sid of the endpoint
-// at url (bearer testToken); no body for a GET or a DELETE.
-func legacyRequest(t *testing.T, url, sid, body string) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-	}
-	return req
-}
-
-// legacySessionID initializes a legacy session and returns its id.
-func legacySessionID(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(legacyRequest(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	sid := resp.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatalf("initialize gave no session (status %d)", resp.StatusCode)
-	}
-	return sid
 }
