@@ -26,7 +26,6 @@ func (b *countingBackend) Relay(context.Context, *Call) (json.RawMessage, error)
 // progressToken that is neither is invalid params. Good ids come back as
 // sent, digit for digit.
 func TestRequestIDsAndTokens(t *testing.T) {
-	const token = testToken
 	b := &countingBackend{}
 	_, srv := startEndpoint(t, b)
 	// A legacy session's call, as progressCall makes one, with its body
@@ -112,7 +111,6 @@ func TestLegacyPostWithoutSession(t *testing.T) {
 // number beyond 2^53, 1.0, 1e50, a string with escapes) included, and
 // the answer is otherwise the library's.
 func TestLibraryAnswersKeepIDs(t *testing.T) {
-	const token = testToken
 	_, srv := startEndpoint(t, hintBackend{})
 	legacy := progressCall(t, srv.URL+"/mcp", false)
 	sid := legacy.Header.Get("Mcp-Session-Id")

@@ -45,7 +45,6 @@ func (b *slowBookkeeping) Relay(ctx context.Context, c *Call) (json.RawMessage, 
 // wait, and both then run; after a streamed answer on one goroutine, the
 // work left first.
 func TestStreamedAnswerEndsBeforeBookkeeping(t *testing.T) {
-	const token = testToken
 	b := &slowBookkeeping{}
 	_, srv := startEndpoint(t, b)
 	for _, modern := range []bool{false, true} {
