@@ -213,27 +213,37 @@ func (c *Conn) fetchLists(ctx context.Context, cl *client.Client, w wire, caps m
 
 // onNotification takes the upstream's notifications that arrive outside
 // a relayed call's own stream (stdio, the GET stream, subscriptions).
+// (The MCP library decoded it; a stdio child's come as they were, through
+// stdioLink.)
 func (c *Conn) onNotification(n mcp.JSONRPCNotification) {
-	switch n.Method {
+	params, err := json.Marshal(n.Params)
+	if err != nil {
+		return
+	}
+	c.notification(n.Method, params)
+}
+
+// notification acts on a notification of the upstream outside a relayed
+// call's own stream: lists re-read, progress and log messages to their
+// call, a cancellation to the request it ends, the rest to proxyd's
+// clients.
+func (c *Conn) notification(method string, params json.RawMessage) {
+	switch method {
 	case string(mcp.MethodNotificationToolsListChanged), string(mcp.MethodNotificationPromptsListChanged),
 		string(mcp.MethodNotificationResourcesListChanged):
 		go c.refreshLists()
 		return
 	}
-	params, err := json.Marshal(n.Params)
-	if err != nil {
+	if c.routeNotification(method, params) {
 		return
 	}
-	if c.routeNotification(n.Method, params) {
-		return
-	}
-	if n.Method == string(mcp.MethodNotificationCancelled) {
+	if method == string(mcp.MethodNotificationCancelled) {
 		if id := cancelledID(params); id != "" {
 			c.routes.cancelAsk(id)
 		}
 		return
 	}
-	c.opts.notify(c.name, n.Method, params)
+	c.opts.notify(c.name, method, params)
 }
 
 // routeNotification passes a notification that came outside its call's

@@ -364,11 +364,23 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 		}
 		return res, err
 	}
+	if l := stdioOf(cl); l != nil {
+		return c.sendStdio(ctx, cl, l, w, x, x.ex.Edit.PartsWith(params, x.ex.Index), meta)
+	}
 	params = x.ex.Edit.Apply(params)
 	if meta != nil {
 		params = withMeta(params, meta)
 	}
 	return c.sendLibrary(ctx, cl, w, x, params, header)
+}
+
+// stdioOf is the link to a stdio child the client speaks to, nil for
+// another transport.
+func stdioOf(cl *client.Client) *stdioLink {
+	if t, ok := cl.GetTransport().(*childTransport); ok {
+		return t.link
+	}
+	return nil
 }
 
 // namedMethod: the methods whose Mcp-Name header names their target.
@@ -541,7 +553,7 @@ func cancelParams(id, reason string) json.RawMessage {
 // errStreamEnded: the upstream ended a response stream before the response.
 var errStreamEnded = errors.New("the upstream closed the response stream before the response")
 
-// sendLibrary sends x through the MCP library's transport (stdio, the old
+// sendLibrary sends x through the MCP library's transport (the old
 // HTTP+SSE transport): messages for the call arrive through the
 // connection's handlers and find it through routes.
 func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *exchange, params json.RawMessage, header http.Header) (json.RawMessage, error) {
@@ -567,31 +579,35 @@ func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *ex
 
 // onServerRequest answers a request the upstream sent outside an exchange's
 // own stream (stdio, the GET stream), routed by routes.pick.
+// (The MCP library decoded it; a stdio child's come as they were, through
+// stdioLink.)
 func (c *Conn) onServerRequest(_ context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
 	id, _ := json.Marshal(req.ID)
 	params, _ := json.Marshal(req.Params)
 	if req.Params == nil {
 		params = nil
 	}
-	var out []byte
-	x, shared := c.routes.pick(req.Method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(req.Method) })
+	var resp transport.JSONRPCResponse
+	if err := json.Unmarshal(c.serverRequest(id, req.Method, params), &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// serverRequest answers a request of the upstream outside any call's own
+// stream: the JSON-RPC response to send back.
+func (c *Conn) serverRequest(id json.RawMessage, method string, params json.RawMessage) []byte {
+	x, shared := c.routes.pick(method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(method) })
 	switch {
 	case shared:
 		c.opts.logger().Warn("refused a request the upstream sent outside any call's stream: calls of several clients could answer it, and proxyd does not guess between clients",
-			"server", c.name, "method", req.Method)
-		out = response(id, nil, &RPCError{Code: codeMethodNotFound, Message: fmt.Sprintf(
-			"%s outside a tool call's stream while calls of several clients are in flight: proxyd cannot tell which client it is for (send it on the call's own response stream)", req.Method)})
+			"server", c.name, "method", method)
+		return response(id, nil, &RPCError{Code: codeMethodNotFound, Message: fmt.Sprintf(
+			"%s outside a tool call's stream while calls of several clients are in flight: proxyd cannot tell which client it is for (send it on the call's own response stream)", method)})
 	case x == nil:
 		// With one call in flight, it is that call's client that cannot
 		// answer.
 		x = c.routes.only(func(*exchange) bool { return true })
-		fallthrough
-	default:
-		out = c.answer(x, id, req.Method, params)
 	}
-	var resp transport.JSONRPCResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return c.answer(x, id, method, params)
 }

@@ -46,13 +46,16 @@ type child struct {
 	// childGrace of its stdin closing.
 	ended bool
 	// answered: the handshake succeeded, so nothing will explain it any
-	// more and its stdout is passed on unread (see stdoutWatch.Read).
+	// more: no line of its stdout is kept, and its requests and
+	// notifications go to proxyd's handlers (see stdioLink.line).
 	answered atomic.Bool
+	// breach: its stdout broke a bound and proxyd ended it.
+	breach error
 }
 
 func (ch *child) set(cmd *exec.Cmd) {
 	ch.mu.Lock()
-	ch.cmd, ch.stderr, ch.stray, ch.ended = cmd, nil, nil, false
+	ch.cmd, ch.stderr, ch.stray, ch.ended, ch.breach = cmd, nil, nil, false, nil
 	ch.answered.Store(false)
 	ch.mu.Unlock()
 }
@@ -70,9 +73,10 @@ func (ch *child) tee(next io.Writer) io.Writer {
 	})
 }
 
-// startChild starts s's command and speaks MCP over its stdin and stdout
-// through the library (transport.NewIO). proxyd starts the child itself,
-// rather than the library, to read its stdout on the way (watch).
+// startChild starts s's command and speaks MCP over its stdin and stdout,
+// through the library (transport.NewIO) for the handshake and the lists
+// and itself for what it relays (stdioLink). proxyd starts the child
+// itself, rather than the library, to read its stdout first.
 func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
 	ctx, stop := context.WithCancel(c.ctx)
 	cmd := exec.CommandContext(ctx, s.Command, s.Args...)
@@ -106,7 +110,9 @@ func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
 		return nil, fmt.Errorf("starting %s: %w", s.Command, err)
 	}
 	w.Close() // the child's end now
-	t := &childTransport{Stdio: transport.NewIO(c.child.watch(out), stdin, nil), child: &c.child, cmd: cmd, stdout: out, stop: stop, exited: make(chan struct{})}
+	link, libOut := newStdioLink(c, stdin)
+	t := &childTransport{Stdio: transport.NewIO(libOut, link.libraryStdin(), nil), link: link, child: &c.child, cmd: cmd, stdout: out, stop: stop, exited: make(chan struct{})}
+	go link.read(out)
 	go func() {
 		_ = cmd.Wait()
 		close(t.exited)
@@ -118,6 +124,7 @@ func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
 // started, which it ends on Close.
 type childTransport struct {
 	*transport.Stdio
+	link     *stdioLink
 	child    *child
 	cmd      *exec.Cmd
 	stdout   *os.File
@@ -144,61 +151,25 @@ func (t *childTransport) Close() error {
 		}
 		t.stop() // releases the context of a child that exited by itself
 		t.stdout.Close()
+		t.link.lib.Close() // the library reads no more
 	})
 	return t.closeErr
 }
 
-// watch passes the child's stdout on as it comes and keeps the lines
-// that are not JSON-RPC (see strayLines).
-func (ch *child) watch(r io.Reader) io.Reader {
-	return &stdoutWatch{r: r, ch: ch}
-}
-
-type stdoutWatch struct {
-	r    io.Reader
-	ch   *child
-	head []byte // the start of the line being read
-}
-
-func (w *stdoutWatch) Read(p []byte) (int, error) {
-	if w.ch.answered.Load() {
-		return w.r.Read(p) // every call's answer: no line to keep
-	}
-	n, err := w.r.Read(p)
-	for b := p[:n]; len(b) > 0; {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			w.keep(b)
-			break
-		}
-		w.keep(b[:i])
-		w.lineEnd()
-		b = b[i+1:]
-	}
-	return n, err
-}
-
-// keep adds b to the line's head, up to strayHead bytes.
-func (w *stdoutWatch) keep(b []byte) {
-	if room := strayHead - len(w.head); room > 0 {
-		w.head = append(w.head, b[:min(len(b), room)]...)
-	}
-}
-
-// lineEnd notes a line that cannot be a JSON-RPC message (one starts
-// with '{', or '[' for a batch).
-func (w *stdoutWatch) lineEnd() {
-	line := bytes.TrimSpace(w.head)
-	w.head = w.head[:0]
+// note keeps a line of the child's stdout read before the handshake's
+// answer if it cannot be a JSON-RPC message (one starts with '{', or '['
+// for a batch): see strayLines.
+func (ch *child) note(b []byte) {
+	line := bytes.TrimSpace(b[:min(len(b), strayHead)])
 	if len(line) == 0 || line[0] == '{' || line[0] == '[' {
 		return
 	}
-	w.ch.mu.Lock()
-	w.ch.stray = append(w.ch.stray, redact.Text(string(line)))
-	if len(w.ch.stray) > strayLines {
-		w.ch.stray = w.ch.stray[1:]
+	ch.mu.Lock()
+	ch.stray = append(ch.stray, redact.Text(string(line)))
+	if len(ch.stray) > strayLines {
+		ch.stray = ch.stray[1:]
 	}
-	w.ch.mu.Unlock()
+	ch.mu.Unlock()
 }
 
 // explain wraps err with what the child did that explains it: how it
@@ -212,6 +183,9 @@ func (ch *child) explain(err error) error {
 		return err
 	}
 	var parts []string
+	if ch.breach != nil {
+		parts = append(parts, ch.breach.Error())
+	}
 	if ch.cmd.ProcessState != nil {
 		// The cause goes last, where people and 'mcpx status' look for
 		// it: how the child ended and its last stderr lines (up to 3,

@@ -1,0 +1,237 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
+)
+
+// stdioLink is proxyd's end of a stdio child's pipes. It reads every line
+// the child writes: the response to a request proxyd wrote itself (a
+// relayed one) goes to that request, the child's own requests and
+// notifications go to proxyd's handlers as they came (the MCP library
+// decodes them into maps, which re-encode with their members sorted and
+// large numbers cut to a float's digits), and everything else (the
+// handshake's and the lists' responses) to the MCP library's transport,
+// which writes to the child's stdin through the link, under its lock.
+type stdioLink struct {
+	c   *Conn
+	max int64 // the longest line read, max_response_bytes
+
+	wmu   sync.Mutex // one whole line at a time on the child's stdin
+	stdin io.WriteCloser
+
+	lib *io.PipeWriter // what the library's transport reads
+
+	mu      sync.Mutex
+	pending map[string]*stdioCall // by relay.IDKey of the request's id
+	done    chan struct{}         // closed once the child's stdout has ended
+	err     error                 // why it ended, set before done closes
+}
+
+// stdioCall is a request proxyd wrote, waiting for its response.
+type stdioCall struct {
+	answer chan relay.Message // buffered: the reader never waits for it
+	rec    *callerr.Recorder
+}
+
+// stdioLineBuffer is the reader's buffer; a longer line is put together
+// from its pieces.
+const stdioLineBuffer = 64 << 10
+
+func newStdioLink(c *Conn, stdin io.WriteCloser) (*stdioLink, io.Reader) {
+	r, w := io.Pipe()
+	return &stdioLink{c: c, max: c.cfg.ResponseLimit(), stdin: stdin, lib: w,
+		pending: map[string]*stdioCall{}, done: make(chan struct{})}, r
+}
+
+// libraryStdin is the child's stdin as the library writes it: each of its
+// writes is one whole line.
+func (l *stdioLink) libraryStdin() io.WriteCloser { return linkStdin{l} }
+
+type linkStdin struct{ l *stdioLink }
+
+func (s linkStdin) Write(p []byte) (int, error) { return s.l.write(p) }
+func (s linkStdin) Close() error                { return s.l.stdin.Close() }
+
+func (l *stdioLink) write(p []byte) (int, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.stdin.Write(p)
+}
+
+// read reads the child's stdout until it ends (run on its own goroutine).
+func (l *stdioLink) read(out io.Reader) {
+	br := bufio.NewReaderSize(out, stdioLineBuffer)
+	var long []byte // a line longer than the buffer, so far (nil: none)
+	for {
+		frag, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if int64(len(long)+len(frag)) > l.max {
+				l.breach()
+				return
+			}
+			long = append(long, frag...)
+			continue
+		}
+		if err != nil {
+			// A last line without its newline is no message (the library
+			// drops it too).
+			l.end(transport.ErrTransportClosed)
+			return
+		}
+		if int64(len(long)+len(frag)) > l.max+1 {
+			l.breach()
+			return
+		}
+		// The line gets bytes of its own, which the buffer will not
+		// overwrite: what goes on keeps slices of it.
+		l.line(append(long, frag...))
+		long = nil
+	}
+}
+
+// line takes one line of the child's stdout, newline included.
+func (l *stdioLink) line(b []byte) {
+	ch := &l.c.child
+	live := ch.answered.Load()
+	if !live {
+		ch.note(b)
+	}
+	m, err := relay.ParseMessage(bytes.TrimRight(b, "\r\n"))
+	switch {
+	case err != nil:
+		l.toLibrary(b) // not a message: the library skips it, as ever
+	case m.Method == "":
+		if call := l.take(relay.IDKey(m.ID)); call != nil {
+			call.answer <- m
+			return
+		}
+		l.toLibrary(b)
+	case !live:
+		// Before the handshake's answer, the library's: a request is
+		// answered by its client, a notification dropped, as they were.
+		l.toLibrary(b)
+	case len(m.ID) == 0:
+		l.c.notification(m.Method, m.Params)
+	case !l.c.routes.takeAsk():
+		// A child asking for more than proxyd lets wait at once gets the
+		// overflow refused rather than piling up.
+		_, _ = l.write(append(response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}), '\n'))
+	default:
+		go func() {
+			defer l.c.routes.doneAsk()
+			_, _ = l.write(append(l.c.serverRequest(m.ID, m.Method, m.Params), '\n'))
+		}()
+	}
+}
+
+// toLibrary passes a line to the library's transport; once the transport
+// is closed (childTransport.Close closes the pipe), lines are dropped.
+func (l *stdioLink) toLibrary(b []byte) {
+	_, _ = l.lib.Write(b)
+}
+
+// expect registers request id before it is written; nil once the child's
+// stdout has ended.
+func (l *stdioLink) expect(id string, rec *callerr.Recorder) (*stdioCall, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending == nil {
+		return nil, l.err
+	}
+	call := &stdioCall{answer: make(chan relay.Message, 1), rec: rec}
+	l.pending[id] = call
+	return call, nil
+}
+
+func (l *stdioLink) take(id string) *stdioCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	call := l.pending[id]
+	delete(l.pending, id)
+	return call
+}
+
+// breach ends the link for a line past max_response_bytes: the calls
+// waiting fail with the limit, and a connection that was ready is dropped
+// and connected again after a backoff, as for a standing stream's breach.
+func (l *stdioLink) breach() {
+	e := &callerr.LimitError{Limit: "max_response_bytes",
+		Reason: fmt.Sprintf("a stdout line longer than max_response_bytes (%d bytes); proxyd ended the server", l.max)}
+	l.c.child.mu.Lock()
+	l.c.child.breach = e
+	l.c.child.mu.Unlock()
+	l.end(e)
+	if l.c.child.answered.Load() {
+		l.c.streamBroke(e)
+	}
+}
+
+// end fails the requests waiting with err and ends the library's stdout.
+func (l *stdioLink) end(err error) {
+	l.mu.Lock()
+	waiting := l.pending
+	l.pending, l.err = nil, err
+	l.mu.Unlock()
+	close(l.done)
+	var le *callerr.LimitError
+	for _, call := range waiting {
+		if errors.As(err, &le) {
+			call.rec.RecordLimit(le)
+		}
+	}
+	_ = l.lib.Close()
+}
+
+// sendStdio writes x to the child itself and waits for its response: the
+// params (parts, edited or not) are copied once, into the line, and the
+// result comes as the child wrote it.
+func (c *Conn) sendStdio(ctx context.Context, cl *client.Client, l *stdioLink, w wire, x *exchange, params [][]byte, meta json.RawMessage) (json.RawMessage, error) {
+	key := relay.IDKey(relay.AppendString(nil, x.id))
+	rec := callerr.RecorderFrom(ctx)
+	call, err := l.expect(key, rec)
+	if err != nil {
+		return nil, transport.NewError(err)
+	}
+	line := bytes.Join(append(envelope(x.id, x.ex.Method, params, meta), []byte("\n")), nil)
+	if _, err := l.write(line); err != nil {
+		l.take(key)
+		return nil, transport.NewError(fmt.Errorf("failed to write request: %w", err))
+	}
+	select {
+	case m := <-call.answer:
+		return stdioOutcome(rec, x, m)
+	case <-l.done:
+		// A response read just before the end is still this call's.
+		select {
+		case m := <-call.answer:
+			return stdioOutcome(rec, x, m)
+		default:
+		}
+		return nil, transport.NewError(l.err)
+	case <-ctx.Done():
+		l.take(key)
+		c.cancelUpstream(cl, nil, w, x.id)
+		return nil, transport.NewError(ctx.Err())
+	}
+}
+
+func stdioOutcome(rec *callerr.Recorder, x *exchange, m relay.Message) (json.RawMessage, error) {
+	if m.Error != nil {
+		rec.RecordJSONRPCError(m.Error.Code)
+	}
+	return x.outcome(m)
+}

@@ -1,0 +1,203 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/callerr"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// rawChildEnv makes the test binary a stdio MCP server that writes its
+// messages byte for byte as rawChild spells them (see TestMain).
+const rawChildEnv = "MCPX_TEST_RAW_STDIO_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(rawChildEnv) == "1" {
+		rawChild()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// What rawChild writes during a call of "ask": members out of sorted
+// order, a number past 2^53 and one past a float64, '<' and '&' unescaped.
+const (
+	rawProgress    = `{"progressToken":%s,"progress":9007199254740993,"total":1e400,"zeta":"<z>","alpha":1}`
+	rawElicitation = `{"message":"a & b","requestedSchema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer","default":12345678901234567890}}}}`
+	rawLog         = `{"level":"info","data":{"zeta":1,"alpha":12345678901234567891}}`
+)
+
+// rawChild speaks the legacy era on stdin and stdout. Its tool "ask"
+// sends a progress notification, a log message and an elicitation
+// request, and returns two texts: the elicitation's answer and the call's
+// request, as the bytes it read. "fail" answers with a JSON-RPC error;
+// "huge" writes a line of 64 KiB.
+func rawChild() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	out := bufio.NewWriter(os.Stdout)
+	send := func(format string, a ...any) {
+		fmt.Fprintf(out, format+"\n", a...)
+		out.Flush()
+	}
+	answer := func(id json.RawMessage, result string) {
+		send(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
+	}
+	text := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	for in.Scan() {
+		line := in.Text()
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name      string `json:"name"`
+				Arguments json.RawMessage
+				Meta      struct {
+					ProgressToken json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		switch {
+		case m.Method == "initialize":
+			answer(m.ID, `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"raw","version":"1"}}`)
+		case m.Method == "tools/list":
+			answer(m.ID, `{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"fail","inputSchema":{"type":"object"}},{"name":"huge","inputSchema":{"type":"object"}}]}`)
+		case m.Method == "tools/call" && m.Params.Name == "ask":
+			if len(m.Params.Meta.ProgressToken) > 0 {
+				send(`{"jsonrpc":"2.0","method":"notifications/progress","params":`+rawProgress+`}`, m.Params.Meta.ProgressToken)
+			}
+			send(`{"jsonrpc":"2.0","method":"notifications/message","params":%s}`, rawLog)
+			send(`{"jsonrpc":"2.0","id":"ask-1","method":"elicitation/create","params":%s}`, rawElicitation)
+			got := ""
+			for got == "" && in.Scan() {
+				if strings.Contains(in.Text(), `"ask-1"`) {
+					got = in.Text()
+				}
+			}
+			answer(m.ID, `{"content":[{"type":"text","text":`+text(got)+`},{"type":"text","text":`+text(line)+`}]}`)
+		case m.Method == "tools/call" && m.Params.Name == "fail":
+			send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such thing"}}`, m.ID)
+		case m.Method == "tools/call" && m.Params.Name == "huge":
+			answer(m.ID, `{"content":[{"type":"text","text":"`+strings.Repeat("x", 64<<10)+`"}]}`)
+		case len(m.ID) > 0 && m.Method != "":
+			answer(m.ID, `{}`)
+		}
+	}
+}
+
+// rawChildServer configures rawChild as a stdio server.
+func rawChildServer(t *testing.T) config.Server {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.Server{Name: "raw", Command: exe, Env: map[string]string{rawChildEnv: "1"}}
+}
+
+// A stdio server's requests and notifications reach the client as the
+// server wrote them, and the client's answer and the call's arguments
+// reach the server as written: no member reordered, no number rounded,
+// nothing escaped (the MCP library's transport decodes them into maps).
+func TestStdioRelaysBytesAsTheyCame(t *testing.T) {
+	m := newManager(t, rawChildServer(t))
+	c, _ := m.Get("raw")
+	waitState(t, c, api.StateReady)
+
+	const reply = `{"action":"accept","content":{"zeta":"<b> & </b>","alpha":12345678901234567890}}`
+	var asked json.RawMessage
+	h := &recordingHandler{accepts: map[string]bool{string(mcp.MethodElicitationCreate): true},
+		answer: func(_ string, params json.RawMessage) (json.RawMessage, error) {
+			asked = append(asked[:0], params...)
+			return json.RawMessage(reply), nil
+		}}
+	const args = `{"q":"<i>&amp;</i>","big":123456789012345678901234567890,"z":1,"a":2}`
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Relay(ctx, callExchange("ask", args, h, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(asked) != rawElicitation {
+		t.Errorf("elicitation params reached the client as\n%s\nwant\n%s", asked, rawElicitation)
+	}
+	var texts struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := json.Unmarshal(res, &texts); err != nil || len(texts.Content) != 2 {
+		t.Fatalf("result %s (%v)", res, err)
+	}
+	if want := `,"result":` + reply + `}`; !strings.HasSuffix(texts.Content[0].Text, want) {
+		t.Errorf("the server read the answer as\n%s\nwant it to end\n%s", texts.Content[0].Text, want)
+	}
+	if want := `"arguments":` + args; !strings.Contains(texts.Content[1].Text, want) {
+		t.Errorf("the server read the call as\n%s\nwant it to hold\n%s", texts.Content[1].Text, want)
+	}
+	progress := h.notifications(string(mcp.MethodNotificationProgress))
+	if len(progress) != 1 || !strings.HasSuffix(progress[0], `,"progress":9007199254740993,"total":1e400,"zeta":"<z>","alpha":1}`) {
+		t.Errorf("progress reached the client as %q", progress)
+	}
+	logs := h.notifications(string(mcp.MethodNotificationMessage))
+	if len(logs) != 1 || logs[0] != rawLog {
+		t.Errorf("log messages reached the client as %q, want %s", logs, rawLog)
+	}
+}
+
+// A stdio server's JSON-RPC error is recorded with its code, as on HTTP,
+// so the call is classified by it.
+func TestStdioErrorCodeRecorded(t *testing.T) {
+	m := newManager(t, rawChildServer(t))
+	c, _ := m.Get("raw")
+	waitState(t, c, api.StateReady)
+	ctx, rec := callerr.WithRecorder(context.Background())
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := c.Relay(ctx, callExchange("fail", `{}`, nil, false))
+	var rpc *RPCError
+	if !errors.As(err, &rpc) || rpc.Code != -32602 {
+		t.Fatalf("err %v, want the server's -32602", err)
+	}
+	if f := rec.Facts(); !f.HasJSONRPCCode || f.JSONRPCCode != -32602 {
+		t.Errorf("recorded %+v, want JSON-RPC code -32602", f)
+	}
+}
+
+// A stdout line past max_response_bytes fails the call with the limit and
+// ends the server, whose state says why; proxyd's memory does not follow
+// the line.
+func TestStdioLineBounded(t *testing.T) {
+	s := rawChildServer(t)
+	s.MaxResponseBytes = 32 << 10
+	m := newManager(t, s)
+	c, _ := m.Get("raw")
+	waitState(t, c, api.StateReady)
+	ctx, rec := callerr.WithRecorder(context.Background())
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := c.Relay(ctx, callExchange("huge", `{}`, nil, false))
+	var le *callerr.LimitError
+	if !errors.As(err, &le) || le.Limit != "max_response_bytes" {
+		t.Fatalf("err %v, want the max_response_bytes limit", err)
+	}
+	if rec.Facts().Limit == nil {
+		t.Error("the limit is not recorded for the call's classification")
+	}
+	st := waitState(t, c, api.StateError)
+	if !strings.Contains(st.LastError, "stdout line longer than max_response_bytes") {
+		t.Errorf("last error %q does not name the bound", st.LastError)
+	}
+}
