@@ -225,6 +225,13 @@ func typedRefusals(in Input) (Classification, bool) {
 	if errors.As(in.Err, &ie) {
 		return Classification{Class: ClassProxyInternal, Domain: DomainProxy, Reason: "failure inside proxyd"}, true
 	}
+	var rpc *relay.RPCError
+	if errors.As(in.Err, &rpc) && rpc.ByProxy {
+		// What the client sent could not be relayed: its own fault,
+		// whatever the upstream answered before.
+		return Classification{Class: ClassJSONRPC, Domain: DomainClient,
+			Reason: fmt.Sprintf("proxyd answered the client's request with JSON-RPC error %d: %s", rpc.Code, rpc.Message)}, true
+	}
 	return Classification{}, false
 }
 
@@ -453,9 +460,11 @@ func invalidResponse(in Input) (Classification, bool) {
 		if isTransport {
 			return Classification{}, false
 		}
-		// Over stdio and SSE the response arrives outside the HTTP
-		// request, so the code cannot be recorded; the library keeps only
-		// the message of a non-standard code.
+		// Over SSE the response arrives outside the HTTP request, so the
+		// code cannot be recorded; the library keeps only the message of
+		// a non-standard code. (Over stdio proxyd reads a relayed call's
+		// answer itself and records its code; what comes here is a
+		// request the library carried.)
 		return Classification{Class: ClassJSONRPC, Domain: DomainUpstream,
 			Reason: "JSON-RPC error from the upstream (code not reported by the MCP library)"}, true
 	case is2xx(f.HTTPStatus):

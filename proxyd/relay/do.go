@@ -148,7 +148,7 @@ func (r *Relayer) do(ctx context.Context, up Upstream, req *Request, ex *Exchang
 			return res, err
 		}
 		if !up.Modern() {
-			return nil, &RPCError{Code: CodeInvalidParams, Message: "requestState is unknown or has expired (proxyd keeps a waiting call 5 minutes); call the tool again"}
+			return nil, &RPCError{Code: CodeInvalidParams, Message: "requestState is unknown or has expired (proxyd keeps a waiting call 5 minutes); call the tool again", ByProxy: true}
 		}
 	}
 	recordAnswers(answers, req.Stats)

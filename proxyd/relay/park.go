@@ -249,7 +249,7 @@ func (r *Relayer) resume(ctx context.Context, token string, raw json.RawMessage,
 	}
 	if p.method != req.Exchange.Method || p.name != req.Exchange.Name {
 		r.parked.rearm(p)
-		return nil, true, &RPCError{Code: CodeInvalidParams, Message: "requestState belongs to another request"}
+		return nil, true, &RPCError{Code: CodeInvalidParams, Message: "requestState belongs to another request", ByProxy: true}
 	}
 	var answers map[string]json.RawMessage
 	if raw != nil {
@@ -502,7 +502,7 @@ func (p *parked) inputRequired() (json.RawMessage, string) {
 // its data names the capability as a ClientCapabilities object.
 func missingCapability(capability string) *RPCError {
 	data, _ := json.Marshal(map[string]map[string]map[string]any{"requiredCapabilities": {capability: {}}})
-	return &RPCError{Code: CodeMissingCapability, Message: fmt.Sprintf("missing required client capability: %q", capability), Data: data}
+	return &RPCError{Code: CodeMissingCapability, Message: fmt.Sprintf("missing required client capability: %q", capability), Data: data, ByProxy: true}
 }
 
 // capabilityOf names the client capability behind a request method.

@@ -131,9 +131,15 @@ type RPCError struct {
 	Code    int
 	Message string
 	Data    json.RawMessage
+	// ByProxy: proxyd's own answer to what the client sent (a retry it
+	// cannot match, a capability the client lacks), not the upstream's.
+	ByProxy bool
 }
 
 func (e *RPCError) Error() string {
+	if e.ByProxy {
+		return fmt.Sprintf("proxyd answered JSON-RPC error %d: %s", e.Code, e.Message)
+	}
 	return fmt.Sprintf("upstream answered JSON-RPC error %d: %s", e.Code, e.Message)
 }
 
@@ -284,5 +290,5 @@ func elicitationMode(params json.RawMessage) string {
 // Refusal is the answer to a request of the upstream the client did not
 // declare the capability for.
 func Refusal(method string) *RPCError {
-	return &RPCError{Code: CodeMethodNotFound, Message: fmt.Sprintf("the client does not support %s (it did not declare the capability)", method)}
+	return &RPCError{Code: CodeMethodNotFound, Message: fmt.Sprintf("the client does not support %s (it did not declare the capability)", method), ByProxy: true}
 }
