@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // clientInfo is how proxyd introduces itself upstream.
@@ -30,7 +31,7 @@ func (c *Conn) legacyPinned() bool {
 func (c *Conn) wrappers() []Wrapper {
 	ws := append([]Wrapper(nil), c.opts.wrappers()...)
 	return append(ws, func(_ string, next http.RoundTripper) http.RoundTripper {
-		return standingTransport{next: next, list: &c.standing, route: c.routeNotification}
+		return standingTransport{next: next, list: &c.standing, route: c.standingMessage}
 	}, func(_ string, next http.RoundTripper) http.RoundTripper {
 		return &sessionTransport{next: next, conn: c}
 	})
@@ -244,6 +245,29 @@ func (c *Conn) notification(method string, params json.RawMessage) {
 		return
 	}
 	c.opts.notify(c.name, method, params)
+}
+
+// standingMessage takes a request or notification of the standing GET
+// stream, as it came, once the connection is ready; before, only a call's
+// notifications (see routeNotification). False leaves it to the library.
+func (c *Conn) standingMessage(m relay.Message) bool {
+	c.mu.RLock()
+	cl, hc, w := c.cl, c.hc, c.wire
+	c.mu.RUnlock()
+	switch {
+	case cl == nil || hc == nil:
+		return len(m.ID) == 0 && c.routeNotification(m.Method, m.Params)
+	case len(m.ID) == 0:
+		c.notification(m.Method, m.Params)
+	case !c.routes.takeAsk():
+		go c.postMessage(hc, w, cl.GetSessionId(), response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
+	default:
+		go func() {
+			defer c.routes.doneAsk()
+			c.postMessage(hc, w, cl.GetSessionId(), c.serverRequest(m.ID, m.Method, m.Params))
+		}()
+	}
+	return true
 }
 
 // routeNotification passes a notification that came outside its call's

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -26,7 +25,9 @@ import (
 // earlier, and the notification, routed after the call's end, was lost.
 // So the standing stream's progress and log notifications are routed by
 // proxyd as the stream is read, before the MCP library sees the stream
-// (it gets the rest), and before the result of a call that can get them
+// (once the connection is ready, every request and notification is taken
+// there, as it came: the library would decode it into maps, see
+// stdioLink; it gets the rest), and before the result of a call that can get them
 // goes back, the stream's reader takes in what had reached proxyd by then
 // (settle). What the upstream writes after the result cannot be ordered
 // and is not waited for.
@@ -97,12 +98,12 @@ func (s *standings) settle(ctx context.Context) {
 }
 
 // standingStream is the body of a standing GET stream, read by the MCP
-// library's listener. It routes the stream's call notifications itself
-// (route) and passes every other event on unchanged.
+// library's listener. It routes the stream's requests and notifications
+// itself (route) and passes every other event on unchanged.
 type standingStream struct {
 	rc    io.ReadCloser
 	list  *standings
-	route func(method string, params json.RawMessage) bool // true: taken, not passed on
+	route func(m relay.Message) bool // true: taken, not passed on
 	// counts is the connection the stream came on, when it is the
 	// stream's alone (HTTP/1): its bytes taken by the reader are counted.
 	counts *countedConn
@@ -223,9 +224,9 @@ func (st *standingStream) line(l []byte) {
 		return
 	}
 	taken := false
-	if m, err := relay.ParseMessage(st.data); err == nil && m.Method != "" && len(m.ID) == 0 {
-		// The params outlive the event's buffer when a call holds them.
-		taken = st.route(m.Method, bytes.Clone(m.Params))
+	// What is taken outlives the event's buffer.
+	if m, err := relay.ParseMessage(bytes.Clone(st.data)); err == nil && m.Method != "" {
+		taken = st.route(m)
 	}
 	if !taken {
 		st.out = append(st.out, st.event...)
@@ -258,7 +259,7 @@ func (st *standingStream) end() {
 type standingTransport struct {
 	next  http.RoundTripper
 	list  *standings
-	route func(method string, params json.RawMessage) bool
+	route func(m relay.Message) bool
 }
 
 // callStreamKey marks a GET that resumes a call's own answer.

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // The standing stream routes call notifications itself and hands every
@@ -48,7 +49,8 @@ func TestStandingStreamRoutes(t *testing.T) {
 			t.Run(tc.name+"/"+read.name, func(t *testing.T) {
 				var taken []string
 				st := &standingStream{rc: io.NopCloser(read.wrap(strings.NewReader(tc.in))), list: &standings{},
-					route: func(method string, params json.RawMessage) bool {
+					route: func(m relay.Message) bool {
+						method, params := m.Method, m.Params
 						if !json.Valid(params) && params != nil {
 							t.Errorf("params %q", params)
 						}

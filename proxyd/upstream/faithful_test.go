@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -199,5 +201,50 @@ func TestStdioLineBounded(t *testing.T) {
 	st := waitState(t, c, api.StateError)
 	if !strings.Contains(st.LastError, "stdout line longer than max_response_bytes") {
 		t.Errorf("last error %q does not name the bound", st.LastError)
+	}
+}
+
+// A legacy server built on the MCP library sends its sampling and roots
+// requests on the standing GET stream: they reach the client as the
+// server wrote them too (the library's listener would decode them into
+// maps).
+func TestStandingStreamRelaysBytesAsTheyCame(t *testing.T) {
+	const meta = `{"zeta":1,"alpha":12345678901234567890}`
+	s := server.NewMCPServer("ordered", "1")
+	s.AddTool(mcp.NewTool("ask"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := server.ServerFromContext(ctx).RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
+			Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("hi")}},
+			MaxTokens: 10,
+			Metadata:  json.RawMessage(meta),
+		}})
+		if err != nil {
+			return nil, err
+		}
+		return mcp.NewToolResultText(res.Model), nil
+	})
+	srv := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStateful(true)))
+	t.Cleanup(srv.Close)
+	m := newManager(t, config.Server{Name: "ordered", URL: srv.URL, Protocol: config.ProtocolLegacy})
+	c, _ := m.Get("ordered")
+	waitState(t, c, api.StateReady)
+
+	var asked json.RawMessage
+	h := &recordingHandler{accepts: map[string]bool{string(mcp.MethodSamplingCreateMessage): true},
+		answer: func(_ string, params json.RawMessage) (json.RawMessage, error) {
+			asked = append(asked[:0], params...)
+			return json.RawMessage(`{"role":"assistant","content":{"type":"text","text":"ok"},"model":"m-1"}`), nil
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Relay(ctx, callExchange("ask", `{}`, h, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res), `"m-1"`) {
+		t.Errorf("result %s, want the answer's model", res)
+	}
+	got := string(asked)
+	if !strings.Contains(got, `"metadata":`+meta) || strings.Index(got, `"messages"`) > strings.Index(got, `"maxTokens"`) {
+		t.Errorf("sampling params reached the client as\n%s\nwant the server's order and %s", got, meta)
 	}
 }
