@@ -135,9 +135,9 @@ func patterns(s string) string {
 	if !mayHoldSecret(s) {
 		return s
 	}
-	s = jsonFieldRE.ReplaceAllString(s, "${1}"+Mark)
-	s = jsonEscapedFieldRE.ReplaceAllString(s, "${1}"+Mark)
-	s = jsonNestedFieldRE.ReplaceAllString(s, "${1}"+Mark)
+	s = replaceJSONFields(jsonFieldRE, s)
+	s = replaceJSONFields(jsonEscapedFieldRE, s)
+	s = replaceJSONFields(jsonNestedFieldRE, s)
 	s = paramRE.ReplaceAllString(s, "${1}"+Mark)
 	s = quotedFieldRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := quotedFieldRE.FindStringSubmatch(m)
@@ -161,6 +161,24 @@ func patterns(s string) string {
 		return sub[1] + Mark
 	})
 	return jwtRE.ReplaceAllString(s, Mark)
+}
+
+// errorCodeRE is a word code ("invalid_value", "too_small"): an error's
+// "code" member (validation libraries, OAuth's own error responses), not
+// an authorization code, which is random and holds digits or capitals.
+var errorCodeRE = regexp.MustCompile(`^[a-z]{2,}(?:_[a-z]+)*$`)
+
+// replaceJSONFields redacts the values re finds, keeping a "code" member
+// that holds a word code.
+func replaceJSONFields(re *regexp.Regexp, s string) string {
+	return re.ReplaceAllStringFunc(s, func(m string) string {
+		sub := re.FindStringSubmatch(m)
+		key := strings.ToLower(strings.TrimRight(sub[1], "\\\" :\t\r\n"))
+		if strings.HasSuffix(key, `"code`) && len(sub[2]) <= 40 && errorCodeRE.MatchString(sub[2]) {
+			return m
+		}
+		return sub[1] + Mark
+	})
 }
 
 // prose are words after "Authorization:" in messages rather than headers.
