@@ -163,10 +163,11 @@ func patterns(s string) string {
 	return jwtRE.ReplaceAllString(s, Mark)
 }
 
-// errorCodeRE is a word code ("invalid_value", "too_small"): an error's
-// "code" member (validation libraries, OAuth's own error responses), not
-// an authorization code, which is random and holds digits or capitals.
-var errorCodeRE = regexp.MustCompile(`^[a-z]{2,}(?:_[a-z]+)*$`)
+// errorCodeRE is a word code ("invalid_value", "too_small", "custom"): an
+// error's "code" member (validation libraries, OAuth's own error
+// responses), not an authorization code, which is random: long, with
+// digits or capitals, and no underscore between lower-case words.
+var errorCodeRE = regexp.MustCompile(`^(?:[a-z]{2,12}|[a-z]+(?:_[a-z]+)+)$`)
 
 // replaceJSONFields redacts the values re finds, keeping a "code" member
 // that holds a word code.

@@ -53,6 +53,8 @@ func TestText(t *testing.T) {
 		{"json word code kept, escaped", `"text":"{\"code\":\"too_small\"}"`, `\"code\":\"too_small\"`},
 		{"json code holding a credential", `{"code":"` + secret + `","state":"abc"}`, `"code":"[REDACTED]","state":"abc"`},
 		{"json code of capitals", `{"code":"AbCdEfGhIjKlMnOp"}`, `"code":"[REDACTED]"`},
+		{"json code of lower-case letters", `{"code":"qwhzkvmtrplsbnxa"}`, `"code":"[REDACTED]"`},
+		{"json short word code kept", `{"code":"custom"}`, `"code":"custom"`},
 		{"json code_verifier of a word", `{"code_verifier":"plainwords"}`, `"code_verifier":"[REDACTED]"`},
 		{"jwt anywhere", "token was " + jwt + " ok", "token was [REDACTED] ok"},
 		{"challenge in prose kept", "Bearer challenge (resource_metadata)", "Bearer challenge (resource_metadata)"},
