@@ -13,7 +13,10 @@ var resourcesCommand = &cli.Command{
 	Usage:     "list the resources and resource templates of every server, or of one",
 	ArgsUsage: "[SERVER]",
 	Description: `Lists resources as proxyd's connections see them: server, URI (or URI
-template), name, MIME type and size. Read one with 'mcpx read'.
+template), name, MIME type and size. A resource clients do not see is
+marked left out, with why: its server is not ready, or an earlier server
+lists the same URI and serves it (-o json: "left_out"). Read one with
+'mcpx read'.
 
 Examples:
    mcpx resources
@@ -47,6 +50,9 @@ func runResources(c *cli.Context) error {
 			}
 			if r.Size > 0 {
 				size = byteSize(r.Size)
+			}
+			if r.LeftOut != "" {
+				kind = "left out: " + t.Fit(r.LeftOut, 60, oneLine)
 			}
 			_ = t.Append([]string{r.Server, t.Fit(uri, 70, oneLine), t.Fit(firstNonEmpty(r.Title, r.Name), 40, oneLine), dash(r.MimeType), size, kind})
 		}

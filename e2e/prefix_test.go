@@ -198,6 +198,26 @@ func TestPrefixPrompts(t *testing.T) {
 	if r := e.mustRun("prompts", "two"); !strings.Contains(r.stdout, "left out: the name is already exposed by server one") {
 		t.Errorf("the prompts table does not mark two's prompts left out:\n%s", r)
 	}
+	// And mcpx resources the URIs both list, which one serves (URIs take
+	// no prefix).
+	var resources []api.Resource
+	e.runJSON(0, &resources, "resources")
+	uris := 0
+	for _, r := range resources {
+		if r.URI == "" {
+			continue // a template: every one is offered
+		}
+		uris++
+		if left := r.LeftOut != ""; left != (r.Server == "two") || left && !strings.Contains(r.LeftOut, "already served by server one") {
+			t.Errorf("resource %s of %s: left_out %q", r.URI, r.Server, r.LeftOut)
+		}
+	}
+	if uris == 0 {
+		t.Error("mcpx resources listed no resource URI")
+	}
+	if r := e.mustRun("resources", "two"); !strings.Contains(r.stdout, "left out: the URI is already served by server one") {
+		t.Errorf("the resources table does not mark two's resources left out:\n%s", r)
+	}
 
 	ci := e.connectInfo()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)

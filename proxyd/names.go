@@ -21,9 +21,9 @@ func (d *Daemon) naming() downstream.Naming {
 	for _, c := range d.mgr.List() {
 		// A list is replaced, never changed in place: its address and
 		// length tell a new one.
-		ts, ps, cfg := c.Tools(), c.Prompts(), c.Config()
-		fmt.Fprintf(&key, "%s\x00%s\x00%t\x00%p/%d\x00%p/%d\x00", c.Name(), cfg.ExposedPrefix(),
-			c.State() == api.StateReady, ts, len(ts), ps, len(ps))
+		ts, ps, rs, cfg := c.Tools(), c.Prompts(), c.Resources(), c.Config()
+		fmt.Fprintf(&key, "%s\x00%s\x00%t\x00%p/%d\x00%p/%d\x00%p/%d\x00", c.Name(), cfg.ExposedPrefix(),
+			c.State() == api.StateReady, ts, len(ts), ps, len(ps), rs, len(rs))
 	}
 	d.names.mu.Lock()
 	defer d.names.mu.Unlock()

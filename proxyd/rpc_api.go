@@ -34,13 +34,16 @@ func (d *Daemon) handleResources(w http.ResponseWriter, r *http.Request) error {
 	want := r.URL.Query().Get("server")
 	out := []api.Resource{}
 	found := want == ""
+	naming := d.naming()
 	for _, c := range d.mgr.List() {
 		if want != "" && c.Name() != want {
 			continue
 		}
 		found = true
+		state := c.State()
 		for _, res := range c.Resources() {
-			x := api.Resource{Server: c.Name(), URI: res.URI, Name: res.Name, Title: res.Title, Description: res.Description, MimeType: res.MIMEType}
+			x := api.Resource{Server: c.Name(), URI: res.URI, Name: res.Name, Title: res.Title, Description: res.Description, MimeType: res.MIMEType,
+				LeftOut: resourceLeftOut(c.Name(), state, naming.Resources, res.URI)}
 			if res.Size != nil {
 				x.Size = int64(*res.Size)
 			}

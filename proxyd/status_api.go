@@ -103,12 +103,28 @@ func (d *Daemon) handleTools(w http.ResponseWriter, r *http.Request) error {
 // (held: the naming of tools or of prompts).
 func leftOut(server string, state api.State, held map[string]downstream.Entry, exposed, name string) string {
 	if state != api.StateReady {
-		return fmt.Sprintf("not served while %s is %s (see 'mcpx status %s')", server, state.Phrase(), server)
+		return notServed(server, state)
 	}
 	if e, ok := held[exposed]; ok && e != (downstream.Entry{Server: server, Name: name}) {
 		return "the name is already exposed by server " + e.Server
 	}
 	return ""
+}
+
+// resourceLeftOut is leftOut for a resource URI (held: the naming's
+// Resources), which no prefix tells apart.
+func resourceLeftOut(server string, state api.State, held map[string]string, uri string) string {
+	if state != api.StateReady {
+		return notServed(server, state)
+	}
+	if h, ok := held[uri]; ok && h != server {
+		return "the URI is already served by server " + h
+	}
+	return ""
+}
+
+func notServed(server string, state api.State) string {
+	return fmt.Sprintf("not served while %s is %s (see 'mcpx status %s')", server, state.Phrase(), server)
 }
 
 func (d *Daemon) handleReload(w http.ResponseWriter, r *http.Request) error {

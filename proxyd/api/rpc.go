@@ -17,6 +17,7 @@ type Resource struct {
 	Description string `json:"description,omitempty"`
 	MimeType    string `json:"mime_type,omitempty"`
 	Size        int64  `json:"size,omitempty"`
+	LeftOut     string `json:"left_out,omitempty"` // why clients do not see the resource, when they do not
 }
 
 // Prompt is one upstream prompt as proxyd exposes it.

@@ -59,18 +59,23 @@ func (o Omission) String() string {
 		o.Kind, o.Name, o.Exposed, o.Holder)
 }
 
-// Naming says which upstream tool or prompt answers to each exposed name.
+// Naming says which upstream tool or prompt answers to each exposed name,
+// and which server serves each listed resource URI.
 type Naming struct {
 	Tools   map[string]Entry
 	Prompts map[string]Entry
-	Omitted []Omission
+	// Resources maps a URI to the server that serves it: a URI two
+	// servers list is the first's (URIs are not prefixed).
+	Resources map[string]string
+	Omitted   []Omission
 }
 
-// Name assigns exposed names to the upstreams' tools and prompts, taking
-// the upstreams in order: a name already taken is left to its first
-// holder and the later tool or prompt is omitted.
+// Name assigns exposed names to the upstreams' tools and prompts, and
+// resource URIs to servers, taking the upstreams in order: a name already
+// taken is left to its first holder and the later tool or prompt is
+// omitted; a URI already listed stays the first server's.
 func Name(ups []Upstream) Naming {
-	n := Naming{Tools: map[string]Entry{}, Prompts: map[string]Entry{}}
+	n := Naming{Tools: map[string]Entry{}, Prompts: map[string]Entry{}, Resources: map[string]string{}}
 	take := func(names map[string]Entry, u Upstream, kind, name string) {
 		exposed := ExposedName(u.Name, u.Prefix, name)
 		if held, taken := names[exposed]; taken {
@@ -85,6 +90,11 @@ func Name(ups []Upstream) Naming {
 		}
 		for _, p := range u.Prompts {
 			take(n.Prompts, u, "prompt", p.Name)
+		}
+		for _, r := range u.Resources {
+			if _, taken := n.Resources[r.URI]; !taken {
+				n.Resources[r.URI] = u.Name
+			}
 		}
 	}
 	return n

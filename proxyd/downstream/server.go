@@ -251,7 +251,6 @@ func (s *Server) Sync() {
 	toolKeys := make(map[string]string, n)
 	tools := make([]*builtTool, 0, n)
 	psig, rsig := sha256.New(), sha256.New()
-	seenURI := map[string]bool{}
 	table := newRoutes()
 	table.tools = make(map[string]route, n)
 	s.mu.Lock()
@@ -283,10 +282,9 @@ func (s *Server) Sync() {
 			prompts = append(prompts, server.ServerPrompt{Prompt: prompt, Handler: s.promptHandler(u.Name, p.Name)})
 		}
 		for _, r := range u.Resources {
-			if seenURI[r.URI] {
-				continue // first server wins a URI two servers share
+			if naming.Resources[r.URI] != u.Name {
+				continue // the first server keeps a URI two servers list
 			}
-			seenURI[r.URI] = true
 			table.resources[r.URI] = u.Name
 			b, _ := json.Marshal(r)
 			rsig.Write(b)
