@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/mcpx-dev/mcpx/internal/redact"
@@ -136,6 +137,7 @@ func runCall(c *cli.Context) error {
 			if res.Error.Reason != "" {
 				errorf(c, "  reason: %s\n", res.Error.Reason)
 			}
+			askedURLs(c, res.Error)
 		}
 		return silentExit(callExit(res.Error))
 	}
@@ -146,6 +148,38 @@ func runCall(c *cli.Context) error {
 		return silentExit(ExitCallFailed)
 	}
 	return nil
+}
+
+// askedURLs prints what a -32042 (URL elicitation required) asks of the
+// user: pages to open, each with the server's words, before calling
+// again. The server put them in the error's data, which the message
+// does not show.
+func askedURLs(c *cli.Context, e *api.CallError) {
+	if e.JSONRPCCode != mcp.URL_ELICITATION_REQUIRED {
+		return
+	}
+	var d struct {
+		Elicitations []struct {
+			URL     string `json:"url"`
+			Message string `json:"message"`
+		} `json:"elicitations"`
+	}
+	if json.Unmarshal(e.JSONRPCData, &d) != nil {
+		return
+	}
+	for _, x := range d.Elicitations {
+		if x.URL == "" {
+			continue
+		}
+		errorf(c, "  the server asks you to open %s", redact.Control(x.URL))
+		if x.Message != "" {
+			errorf(c, " (%s)", redact.Control(x.Message))
+		}
+		errorf(c, "\n")
+	}
+	if len(d.Elicitations) > 0 {
+		errorf(c, "  then call again\n")
+	}
 }
 
 // isArgument tells a call argument (KEY=VALUE, a JSON object, @FILE or -

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/mcpx-dev/mcpx/internal/errtext"
 	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/downstream"
@@ -197,15 +198,28 @@ func callResponse(req api.CallRequest, out callOutcome) api.CallResponse {
 		resp.IsError = out.Result.IsError
 	}
 	if out.Err != nil {
-		resp.Error = &api.CallError{
-			Message:            redact.Text(out.Err.Error()),
-			ErrorClass:         out.Class.Class,
-			FaultDomain:        out.Class.Domain,
-			UpstreamHTTPStatus: out.Class.HTTPStatus,
-			Reason:             out.Class.Reason,
-		}
+		resp.Error = callError(out)
 	}
 	return resp
+}
+
+// callError is a failed call's error as the API gives it.
+func callError(out callOutcome) *api.CallError {
+	e := &api.CallError{
+		Message:            redact.Text(errtext.Dedupe(out.Err.Error())),
+		ErrorClass:         out.Class.Class,
+		FaultDomain:        out.Class.Domain,
+		UpstreamHTTPStatus: out.Class.HTTPStatus,
+		Reason:             out.Class.Reason,
+	}
+	var rpc *relay.RPCError
+	if errors.As(out.Err, &rpc) {
+		e.JSONRPCCode = rpc.Code
+		if d := []byte(redact.Text(string(rpc.Data))); len(d) > 0 && json.Valid(d) {
+			e.JSONRPCData = d
+		}
+	}
+	return e
 }
 
 func (d *Daemon) handleCallInput(w http.ResponseWriter, r *http.Request) error {

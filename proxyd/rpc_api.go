@@ -15,8 +15,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/internal/editdistance"
-	"github.com/mcpx-dev/mcpx/internal/errtext"
-	"github.com/mcpx-dev/mcpx/internal/redact"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -164,8 +162,7 @@ func (d *Daemon) handleRPC(w http.ResponseWriter, r *http.Request) error {
 		resp.Result = out.Result.Raw
 	}
 	if out.Err != nil {
-		resp.Error = &api.CallError{Message: redact.Text(errtext.Dedupe(out.Err.Error())), ErrorClass: out.Class.Class, FaultDomain: out.Class.Domain,
-			UpstreamHTTPStatus: out.Class.HTTPStatus, Reason: out.Class.Reason}
+		resp.Error = callError(out)
 		// An upstream's refusal of a prompt or resource it does not list
 		// (nor, for a resource, match a template of) is a missing name, as
 		// a tool's is. An ad-hoc target has no lists to tell by.

@@ -58,4 +58,9 @@ type CallError struct {
 	// "server", "tool", "prompt" or "resource" (the message says which
 	// and the nearest name, if any).
 	NotFound string `json:"not_found,omitempty"`
+	// JSONRPCCode and JSONRPCData are the JSON-RPC error the call was
+	// answered with, when it was (its data redacted): -32042's data, say,
+	// holds the URLs the server asks the user to open.
+	JSONRPCCode int             `json:"jsonrpc_code,omitempty"`
+	JSONRPCData json.RawMessage `json:"jsonrpc_data,omitempty"`
 }
