@@ -31,3 +31,16 @@ func TestCallShowsLogMessages(t *testing.T) {
 		t.Errorf("an unknown level: want exit 2 naming the levels\n%s", r)
 	}
 }
+
+// mcpx call says why a sampling request goes unanswered (it has no
+// model) whichever era the upstream asks in: a legacy upstream's request,
+// a modern upstream's input request of an input_required result.
+func TestCallSaysSamplingIsRefused(t *testing.T) {
+	e, _ := conformanceBehindProxyd(t)
+	for _, server := range []string{"legacy", "modern"} {
+		r := e.run("call", server, "test_sampling", "prompt=hi")
+		if r.code != 4 || !strings.Contains(r.stderr, "the server asked for an LLM completion (sampling/createMessage); refused: mcpx call has no model") {
+			t.Errorf("%s: sampling from mcpx call:\n%s", server, r)
+		}
+	}
+}

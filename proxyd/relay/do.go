@@ -214,6 +214,7 @@ func (r *Relayer) fulfil(ctx context.Context, up Upstream, ex *Exchange, req *Re
 			}
 			if !peer.Caps().Accepts(in.Method, in.Params) {
 				req.Stats.addInput(in.Method, "refused")
+				refused(peer, in.Method)
 				return nil, &InputError{Method: in.Method}
 			}
 			in.Params = signins.identify(in.Method, in.Params)
@@ -355,9 +356,7 @@ func (h *handler) Owner() string { return OwnerOf(h.peer) }
 func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 	if !h.peer.Caps().Accepts(method, params) {
 		h.stats.addInput(method, "refused")
-		if r, ok := h.peer.(Refuser); ok {
-			r.Refused(method)
-		}
+		refused(h.peer, method)
 		return nil, Refusal(method)
 	}
 	res, err := h.peer.Ask(ctx, method, params)
@@ -369,6 +368,14 @@ func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage
 // requests refused for them (to say so to a person).
 type Refuser interface {
 	Refused(method string)
+}
+
+// refused tells peer, if it wants to hear, that method was refused for
+// it: a legacy upstream's request or a modern upstream's input request.
+func refused(peer Peer, method string) {
+	if r, ok := peer.(Refuser); ok {
+		r.Refused(method)
+	}
 }
 
 // Shape is the form of a result a client's era takes.
