@@ -97,7 +97,11 @@ func streamCall(c *cli.Context, cl *api.Client, req api.CallRequest, fileAnswer 
 		case api.EventRefused:
 			show.refused(ev.Refused)
 		case api.EventInputCancelled:
-			show.note("the server withdrew its request for input")
+			if ev.Input != nil && ev.Input.TimedOut {
+				show.note("the call's time ran out before the answer")
+			} else {
+				show.note("the server withdrew its request for input")
+			}
 			if ev.Input != nil {
 				mu.Lock()
 				if stop := asking[ev.Input.ID]; stop != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
@@ -17,7 +19,9 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/fixtures/conformance"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // `mcpx call` on a terminal asks the person for an elicitation's answer,
@@ -273,4 +277,38 @@ func rawAnswer(t *testing.T, s string) map[string]any {
 		t.Fatalf("decoding the raw result: %v", err)
 	}
 	return v
+}
+
+// A call whose timeout passes while the person sits at a prompt was the
+// client's to finish: the upstream was waiting for the answer. It is
+// classified timeout in the client's domain, in either era.
+func TestCallTimeoutAtAPromptIsTheClients(t *testing.T) {
+	fx, err := conformance.Start(conformance.Options{})
+	if err != nil {
+		t.Fatalf("starting the conformance fixture: %v", err)
+	}
+	t.Cleanup(func() { _ = fx.Close() })
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n    timeout: 1s\n  - name: modern\n    url: %s\n    protocol: modern\n    timeout: 1s\n", fx.URL(), fx.URL()))
+	e.startProxyd()
+	for _, server := range []string{"legacy", "modern"} {
+		e.waitServer(server, api.StateReady)
+		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		term := startOnPTY(t, ctx, e, "call", server, "test_elicitation", "message=Who are you?")
+		waitfor.Cond(t, 20*time.Second, "the prompt", func() (bool, string) {
+			return strings.Contains(term.out.String(), "[Y]es, [d]ecline, [c]ancel"), lastLine(term.out.String())
+		})
+		// Nobody answers.
+		err := term.cmd.Wait()
+		<-term.read
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+			t.Errorf("%s: mcpx call ended with %v, want exit 4", server, err)
+		}
+		if out := term.out.String(); !strings.Contains(out, "error_class=timeout fault_domain=client") || !strings.Contains(out, "the call's time ran out before the answer") ||
+			!strings.Contains(out, "while its client was answering the upstream's request for input") {
+			t.Errorf("%s: the timeout at the prompt is not the client's:\n%s", server, out)
+		}
+	}
 }

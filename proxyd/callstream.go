@@ -127,7 +127,8 @@ func (p *cliPeer) Ask(ctx context.Context, method string, params json.RawMessage
 	case a := <-ch:
 		return a.result, a.err
 	case <-ctx.Done():
-		p.send(api.CallEvent{Event: api.EventInputCancelled, Input: &api.InputEvent{ID: id, Method: method}})
+		p.send(api.CallEvent{Event: api.EventInputCancelled, Input: &api.InputEvent{ID: id, Method: method,
+			TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}})
 		return nil, ctx.Err()
 	}
 }

@@ -54,6 +54,9 @@ type InputEvent struct {
 	ID     string          `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params,omitempty"`
+	// TimedOut, on input_cancelled: the call's deadline ended the
+	// request, not the server.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // RefusedEvent is a request of the upstream that proxyd refused for the

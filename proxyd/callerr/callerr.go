@@ -189,6 +189,7 @@ var rules = []rule{
 	recordedHTTPStatus,
 	recordedInvalidJSON,
 	callerDeadline,
+	timedOutAsking,
 	timedOut,
 	proxyCancelled,
 	networkFailure,
@@ -353,6 +354,18 @@ func callerDeadline(in Input) (Classification, bool) {
 	if errors.Is(in.CallerCtxErr, context.DeadlineExceeded) && errors.As(in.CallerCause, &cd) {
 		return Classification{Class: ClassTimeout, Domain: DomainClient,
 			Reason: fmt.Sprintf("the caller's deadline of %s passed before the upstream answered (the server's call timeout is %s)", cd.After, cd.ServerTimeout)}, true
+	}
+	return Classification{}, false
+}
+
+// timedOutAsking: the call's timeout passed while its client was
+// answering the upstream's request for input (a person at a prompt): the
+// upstream was waiting for the client, not the other way round.
+func timedOutAsking(in Input) (Classification, bool) {
+	f := in.Facts
+	if (f.Asking > 0 || f.AskTimedOut) && (errors.Is(in.Err, context.DeadlineExceeded) || errors.Is(in.CallerCtxErr, context.DeadlineExceeded)) {
+		return Classification{Class: ClassTimeout, Domain: DomainClient,
+			Reason: "the call's deadline passed while its client was answering the upstream's request for input (a longer timeout gives it more time)"}, true
 	}
 	return Classification{}, false
 }

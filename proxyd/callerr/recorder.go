@@ -42,6 +42,11 @@ type Facts struct {
 	TransportErr error
 	// Limit is set when a response broke one of proxyd's bounds and was cut off.
 	Limit *LimitError
+	// Asking counts the upstream's requests for input (elicitation,
+	// sampling) the call's client is answering now; AskTimedOut: the
+	// call's deadline passed while it was answering one.
+	Asking      int
+	AskTimedOut bool
 }
 
 // Recorder collects Facts for one call; it is safe for concurrent use.
@@ -52,10 +57,28 @@ type Recorder struct {
 
 type recorderKey struct{}
 
-// WithRecorder returns a context carrying a fresh Recorder for one call.
+// WithRecorder returns a context carrying a fresh Recorder for one call,
+// which the relay tells of the requests for input the call's client
+// answers (relay.InputWatcher).
 func WithRecorder(ctx context.Context) (context.Context, *Recorder) {
 	r := &Recorder{}
-	return context.WithValue(ctx, recorderKey{}, r), r
+	return relay.WithInputWatcher(context.WithValue(ctx, recorderKey{}, r), r), r
+}
+
+// InputAsked records that the call's client is being asked for input.
+func (r *Recorder) InputAsked() {
+	r.mu.Lock()
+	r.f.Asking++
+	r.mu.Unlock()
+}
+
+// InputAnswered records that the client's answer is in, or that the
+// call's deadline passed first (timedOut).
+func (r *Recorder) InputAnswered(timedOut bool) {
+	r.mu.Lock()
+	r.f.Asking--
+	r.f.AskTimedOut = r.f.AskTimedOut || timedOut
+	r.mu.Unlock()
 }
 
 // RecorderFrom returns the context's Recorder, or nil.

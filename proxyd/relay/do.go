@@ -359,6 +359,10 @@ func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage
 		refused(h.peer, method)
 		return nil, Refusal(method)
 	}
+	if w, _ := ctx.Value(inputWatcherKey{}).(InputWatcher); w != nil {
+		w.InputAsked()
+		defer func() { w.InputAnswered(errors.Is(ctx.Err(), context.DeadlineExceeded)) }()
+	}
 	res, err := h.peer.Ask(ctx, method, params)
 	h.stats.addInput(method, action(method, res, err))
 	return res, err
@@ -368,6 +372,24 @@ func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage
 // requests refused for them (to say so to a person).
 type Refuser interface {
 	Refused(method string)
+}
+
+// InputWatcher hears of the requests for input a call's client is asked
+// (the call's callerr.Recorder): a deadline that passes while a person
+// answers one is not the upstream's fault.
+type InputWatcher interface {
+	InputAsked()
+	// InputAnswered: the answer is in, or the call's deadline passed
+	// first (timedOut).
+	InputAnswered(timedOut bool)
+}
+
+type inputWatcherKey struct{}
+
+// WithInputWatcher returns a context whose calls tell w of their
+// requests for input.
+func WithInputWatcher(ctx context.Context, w InputWatcher) context.Context {
+	return context.WithValue(ctx, inputWatcherKey{}, w)
 }
 
 // refused tells peer, if it wants to hear, that method was refused for
