@@ -128,8 +128,10 @@ func (l *stdioLink) line(b []byte) {
 		l.c.notification(m.Method, m.Params)
 	case !l.c.routes.takeAsk():
 		// A child asking for more than proxyd lets wait at once gets the
-		// overflow refused rather than piling up.
-		_, _ = l.write(append(response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}), '\n'))
+		// overflow refused rather than piling up; written apart from the
+		// reader, which must not wait on a child that waits on it.
+		refusal := append(response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}), '\n')
+		go func() { _, _ = l.write(refusal) }()
 	default:
 		go func() {
 			defer l.c.routes.doneAsk()

@@ -212,6 +212,7 @@ func TestStandingStreamRelaysBytesAsTheyCame(t *testing.T) {
 	const meta = `{"zeta":1,"alpha":12345678901234567890}`
 	s := server.NewMCPServer("ordered", "1")
 	s.AddTool(mcp.NewTool("ask"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		//lint:ignore SA1019 a legacy server's sampling request is what is relayed
 		res, err := server.ServerFromContext(ctx).RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
 			Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent("hi")}},
 			MaxTokens: 10,
