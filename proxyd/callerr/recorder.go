@@ -55,14 +55,13 @@ type Recorder struct {
 	f  Facts
 }
 
-type recorderKey struct{}
-
 // WithRecorder returns a context carrying a fresh Recorder for one call,
 // which the relay tells of the requests for input the call's client
-// answers (relay.InputWatcher).
+// answers: the context holds it as the call's relay.InputWatcher (one
+// value, not two, on every call).
 func WithRecorder(ctx context.Context) (context.Context, *Recorder) {
 	r := &Recorder{}
-	return relay.WithInputWatcher(context.WithValue(ctx, recorderKey{}, r), r), r
+	return relay.WithInputWatcher(ctx, r), r
 }
 
 // InputAsked records that the call's client is being asked for input.
@@ -83,7 +82,7 @@ func (r *Recorder) InputAnswered(timedOut bool) {
 
 // RecorderFrom returns the context's Recorder, or nil.
 func RecorderFrom(ctx context.Context) *Recorder {
-	r, _ := ctx.Value(recorderKey{}).(*Recorder)
+	r, _ := relay.InputWatcherFrom(ctx).(*Recorder)
 	return r
 }
 

@@ -359,7 +359,7 @@ func (h *handler) Ask(ctx context.Context, method string, params json.RawMessage
 		refused(h.peer, method)
 		return nil, Refusal(method)
 	}
-	if w, _ := ctx.Value(inputWatcherKey{}).(InputWatcher); w != nil {
+	if w := InputWatcherFrom(ctx); w != nil {
 		w.InputAsked()
 		defer func() { w.InputAnswered(errors.Is(ctx.Err(), context.DeadlineExceeded)) }()
 	}
@@ -390,6 +390,12 @@ type inputWatcherKey struct{}
 // requests for input.
 func WithInputWatcher(ctx context.Context, w InputWatcher) context.Context {
 	return context.WithValue(ctx, inputWatcherKey{}, w)
+}
+
+// InputWatcherFrom is the context's InputWatcher, or nil.
+func InputWatcherFrom(ctx context.Context) InputWatcher {
+	w, _ := ctx.Value(inputWatcherKey{}).(InputWatcher)
+	return w
 }
 
 // refused tells peer, if it wants to hear, that method was refused for
