@@ -24,13 +24,13 @@ import (
 // result before a notification the upstream had written on the GET stream
 // earlier, and the notification, routed after the call's end, was lost.
 // So the standing stream's progress and log notifications are routed by
-// proxyd as the stream is read, before the MCP library sees the stream
-// (once the connection is ready, every request and notification is taken
-// there, as it came: the library would decode it into maps, see
-// stdioLink; it gets the rest), and before the result of a call that can get them
-// goes back, the stream's reader takes in what had reached proxyd by then
-// (settle). What the upstream writes after the result cannot be ordered
-// and is not waited for.
+// proxyd as the stream is read, before the MCP library sees the stream,
+// and before the result of a call that can get them goes back, the
+// stream's reader takes in what had reached proxyd by then (settle).
+// What the upstream writes after the result cannot be ordered and is not
+// waited for. Once the connection is ready, every request and
+// notification on the stream is taken there too, as it came (the library
+// would decode it into maps: see stdioLink); the library gets the rest.
 
 // settleRounds and settleMax bound the wait for the standing streams'
 // readers: a stream the upstream floods never settles, and each call waits
