@@ -22,8 +22,9 @@ func (b *countingBackend) Relay(context.Context, *Call) (json.RawMessage, error)
 }
 
 // A request whose id is not a string or a number is refused (-32600,
-// HTTP 400) in either era, whatever its method, and a call never runs; a
-// progressToken that is neither is invalid params. Good ids come back as
+// HTTP 400) in either era, whatever its method, and a call never runs, as
+// is one whose id is a string of invalid UTF-8 (its echo would be invalid
+// JSON); a progressToken that is neither is invalid params. Good ids come back as
 // sent, digit for digit.
 func TestRequestIDsAndTokens(t *testing.T) {
 	b := &countingBackend{}
@@ -52,7 +53,7 @@ func TestRequestIDsAndTokens(t *testing.T) {
 		return roundTrip(t, req)
 	}
 	for _, modern := range []bool{false, true} {
-		for _, id := range []string{`{"a":1}`, `[1,2]`, `true`, `null`, "[1,\n\n2]"} {
+		for _, id := range []string{`{"a":1}`, `[1,2]`, `true`, `null`, "[1,\n\n2]", "\"a\xffb\""} {
 			before := b.calls.Load()
 			status, body := post(modern, id, "")
 			if status != http.StatusBadRequest || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":null`) {
@@ -62,7 +63,7 @@ func TestRequestIDsAndTokens(t *testing.T) {
 				t.Errorf("modern %v, id %s: the call ran", modern, id)
 			}
 		}
-		for _, tok := range []string{`{"a":1}`, `[1]`, `false`} {
+		for _, tok := range []string{`{"a":1}`, `[1]`, `false`, "\"t\xc3\""} {
 			status, body := post(modern, "7", `"progressToken":`+tok)
 			if !strings.Contains(body, `"code":-32602`) || !strings.Contains(body, `"id":7`) {
 				t.Errorf("modern %v, progressToken %s: %d %s, want -32602 for id 7", modern, tok, status, body)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -144,7 +145,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	if msg.Method != "" && len(msg.ID) > 0 && !scalarID(msg.ID) {
 		// The library would answer it (ids of any type, null as none);
 		// its answer could not be matched, and a relayed call would run.
-		writeInvalidRequest(w, nil, http.StatusBadRequest, "invalid request: the id must be a string or a number")
+		writeInvalidRequest(w, nil, http.StatusBadRequest, "invalid request: the id must be a string (of valid UTF-8) or a number")
 		return true
 	}
 	var pv paramValues
@@ -214,7 +215,7 @@ func (s *Server) relayMessage(w http.ResponseWriter, r *http.Request, client str
 	c.ProgressToken, c.Meta = splitMeta(meta)
 	peer := &httpPeer{w: w, s: s, server: c.Server, modern: modern, level: -1, chunked: r.ProtoAtLeast(1, 1)}
 	if c.ProgressToken != nil && !scalarID(c.ProgressToken) {
-		peer.answer(msg.ID, msg.Method, nil, &relay.RPCError{Code: relay.CodeInvalidParams, Message: "invalid params: _meta.progressToken must be a string or a number"})
+		peer.answer(msg.ID, msg.Method, nil, &relay.RPCError{Code: relay.CodeInvalidParams, Message: "invalid params: _meta.progressToken must be a string (of valid UTF-8) or a number"})
 		return true
 	}
 	c.CallMeta = CallMeta{Client: "mcp"}
@@ -378,9 +379,13 @@ func relayMember(obj []byte, key string) []byte {
 }
 
 // scalarID: a JSON value (as the parser checked it) is a string or a
-// number, as JSON-RPC ids and MCP progress tokens are.
+// number, as JSON-RPC ids and MCP progress tokens are. A string must be
+// valid UTF-8 (JSON text is): echoed back as it came, one that is not
+// would make the answer invalid JSON to a strict reader, and encoding/json
+// readers would match it as another string (invalid bytes read as
+// U+FFFD).
 func scalarID(v []byte) bool {
-	return len(v) > 0 && (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9')
+	return len(v) > 0 && (v[0] == '"' && utf8.Valid(v) || v[0] == '-' || v[0] >= '0' && v[0] <= '9')
 }
 
 // writeInvalidRequest answers a request proxyd cannot take with JSON-RPC
