@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
@@ -19,9 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpx-dev/mcpx/fixtures/conformance"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
-	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
 // `mcpx call` on a terminal asks the person for an elicitation's answer,
@@ -283,16 +280,8 @@ func rawAnswer(t *testing.T, s string) map[string]any {
 // client's to finish: the upstream was waiting for the answer. It is
 // classified timeout in the client's domain, in either era.
 func TestCallTimeoutAtAPromptIsTheClients(t *testing.T) {
-	fx, err := conformance.Start(conformance.Options{})
-	if err != nil {
-		t.Fatalf("starting the conformance fixture: %v", err)
-	}
-	t.Cleanup(func() { _ = fx.Close() })
-	e := newEnv(t)
-	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n    timeout: 1s\n  - name: modern\n    url: %s\n    protocol: modern\n    timeout: 1s\n", fx.URL(), fx.URL()))
-	e.startProxyd()
+	e, _ := conformanceBehindProxyd(t, "timeout: 1s")
 	for _, server := range []string{"legacy", "modern"} {
-		e.waitServer(server, api.StateReady)
 		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 		term := startOnPTY(t, ctx, e, "call", server, "test_elicitation", "message=Who are you?")
 		waitfor.Cond(t, 20*time.Second, "the prompt", func() (bool, string) {

@@ -132,9 +132,10 @@ func runStdioCalls(t *testing.T, ctx context.Context, dial func(p *stdioPeer, op
 }
 
 // conformanceBehindProxyd starts the conformance fixture and proxyd in
-// front of it, with a server entry pinned to each era: legacy and modern;
-// it returns the fixture's URL too.
-func conformanceBehindProxyd(t *testing.T) (*env, string) {
+// front of it, with a server entry pinned to each era: legacy and modern,
+// each with the settings given ("timeout: 1s"); it returns the fixture's
+// URL too.
+func conformanceBehindProxyd(t *testing.T, settings ...string) (*env, string) {
 	t.Helper()
 	fx, err := conformance.Start(conformance.Options{})
 	if err != nil {
@@ -142,7 +143,11 @@ func conformanceBehindProxyd(t *testing.T) (*env, string) {
 	}
 	t.Cleanup(func() { _ = fx.Close() })
 	e := newEnv(t)
-	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n  - name: modern\n    url: %s\n    protocol: modern\n", fx.URL(), fx.URL()))
+	more := ""
+	for _, s := range settings {
+		more += "    " + s + "\n"
+	}
+	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n%s  - name: modern\n    url: %s\n    protocol: modern\n%s", fx.URL(), more, fx.URL(), more))
 	e.startProxyd()
 	e.waitServer("legacy", api.StateReady)
 	e.waitServer("modern", api.StateReady)

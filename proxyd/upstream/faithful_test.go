@@ -111,6 +111,19 @@ func rawChildServer(t *testing.T) config.Server {
 	return config.Server{Name: "raw", Command: exe, Env: map[string]string{rawChildEnv: "1"}}
 }
 
+// recordedCall relays a call of tool to s (ready first) with the call's
+// recorder in its context, as proxyd's funnel does.
+func recordedCall(t *testing.T, s config.Server, tool string) (*Conn, *callerr.Recorder, error) {
+	t.Helper()
+	c, _ := newManager(t, s).Get(s.Name)
+	waitState(t, c, api.StateReady)
+	ctx, rec := callerr.WithRecorder(context.Background())
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := c.Relay(ctx, callExchange(tool, `{}`, nil, false))
+	return c, rec, err
+}
+
 // A stdio server's requests and notifications reach the client as the
 // server wrote them, and the client's answer and the call's arguments
 // reach the server as written: no member reordered, no number rounded,
@@ -162,13 +175,7 @@ func TestStdioRelaysBytesAsTheyCame(t *testing.T) {
 // A stdio server's JSON-RPC error is recorded with its code, as on HTTP,
 // so the call is classified by it.
 func TestStdioErrorCodeRecorded(t *testing.T) {
-	m := newManager(t, rawChildServer(t))
-	c, _ := m.Get("raw")
-	waitState(t, c, api.StateReady)
-	ctx, rec := callerr.WithRecorder(context.Background())
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	_, err := c.Relay(ctx, callExchange("fail", `{}`, nil, false))
+	_, rec, err := recordedCall(t, rawChildServer(t), "fail")
 	var rpc *RPCError
 	if !errors.As(err, &rpc) || rpc.Code != -32602 {
 		t.Fatalf("err %v, want the server's -32602", err)
@@ -184,13 +191,7 @@ func TestStdioErrorCodeRecorded(t *testing.T) {
 func TestStdioLineBounded(t *testing.T) {
 	s := rawChildServer(t)
 	s.MaxResponseBytes = 32 << 10
-	m := newManager(t, s)
-	c, _ := m.Get("raw")
-	waitState(t, c, api.StateReady)
-	ctx, rec := callerr.WithRecorder(context.Background())
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	_, err := c.Relay(ctx, callExchange("huge", `{}`, nil, false))
+	c, rec, err := recordedCall(t, s, "huge")
 	var le *callerr.LimitError
 	if !errors.As(err, &le) || le.Limit != "max_response_bytes" {
 		t.Fatalf("err %v, want the max_response_bytes limit", err)
