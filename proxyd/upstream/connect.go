@@ -260,7 +260,7 @@ func (c *Conn) standingMessage(m relay.Message) bool {
 	case len(m.ID) == 0:
 		c.notification(m.Method, m.Params)
 	case !c.routes.takeAsk():
-		go c.postMessage(hc, w, cl.GetSessionId(), response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
+		go c.postMessage(hc, w, cl.GetSessionId(), overAsked(m.ID))
 	default:
 		go func() {
 			defer c.routes.doneAsk()

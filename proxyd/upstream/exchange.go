@@ -144,6 +144,12 @@ func (r *routes) takeAsk() bool {
 	return true
 }
 
+// overAsked is the answer to request id of the upstream past
+// maxWaitingAsks: refused rather than left to pile up.
+func overAsked(id json.RawMessage) []byte {
+	return response(id, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"})
+}
+
 func (r *routes) doneAsk() {
 	r.mu.Lock()
 	r.waiting--

@@ -269,7 +269,7 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 			case m.Method != "" && len(m.ID) > 0 && !c.routes.takeAsk():
 				// An upstream asking for more than proxyd lets wait at once
 				// gets the overflow refused rather than piling up.
-				go c.postMessage(hc, w, sid, response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}))
+				go c.postMessage(hc, w, sid, overAsked(m.ID))
 			case m.Method != "" && len(m.ID) > 0:
 				id, method, params := m.ID, m.Method, m.Params
 				go func() {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/relay"
@@ -130,7 +129,7 @@ func (l *stdioLink) line(b []byte) {
 		// A child asking for more than proxyd lets wait at once gets the
 		// overflow refused rather than piling up; written apart from the
 		// reader, which must not wait on a child that waits on it.
-		refusal := append(response(m.ID, nil, &RPCError{Code: mcp.INTERNAL_ERROR, Message: "too many requests of the upstream wait for answers"}), '\n')
+		refusal := append(overAsked(m.ID), '\n')
 		go func() { _, _ = l.write(refusal) }()
 	default:
 		go func() {
@@ -190,8 +189,8 @@ func (l *stdioLink) end(err error) {
 	l.mu.Unlock()
 	close(l.done)
 	var le *callerr.LimitError
-	for _, call := range waiting {
-		if errors.As(err, &le) {
+	if errors.As(err, &le) {
+		for _, call := range waiting {
 			call.rec.RecordLimit(le)
 		}
 	}
