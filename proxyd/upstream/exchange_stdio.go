@@ -187,13 +187,15 @@ func (l *stdioLink) end(err error) {
 	waiting := l.pending
 	l.pending, l.err = nil, err
 	l.mu.Unlock()
-	close(l.done)
+	// Recorded before done closes: a waiting call returns at once, and
+	// its classification reads the limit.
 	var le *callerr.LimitError
 	if errors.As(err, &le) {
 		for _, call := range waiting {
 			call.rec.RecordLimit(le)
 		}
 	}
+	close(l.done)
 	_ = l.lib.Close()
 }
 
