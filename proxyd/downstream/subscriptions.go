@@ -68,6 +68,9 @@ type listener struct {
 	filter mcp.SubscriptionFilter
 	uris   map[string]string // URI → the server it is held by
 	peer   *httpPeer
+	// out writes the stream's notifications: an upstream's reader that
+	// passes one on does not wait for this client (see relay.Outbox).
+	out *relay.Outbox
 }
 
 // listeners are the open listen streams.
@@ -115,7 +118,7 @@ func (x *listener) send(method string, params json.RawMessage) {
 		meta = []byte("{}")
 	}
 	meta = relay.WithMember(meta, mcp.MetaKeySubscriptionID, x.id)
-	x.peer.event(notification(method, relay.WithMember(params, "_meta", meta)), true)
+	x.out.Put(method, relay.WithMember(params, "_meta", meta))
 }
 
 // UnreadyLister is implemented by backends that can name the servers not
@@ -274,6 +277,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 	allowed := mcp.SubscriptionFilter{ToolsListChanged: want.ToolsListChanged, PromptsListChanged: want.PromptsListChanged,
 		ResourcesListChanged: want.ResourcesListChanged}
 	x := &listener{id: msg.ID, uris: map[string]string{}, peer: &httpPeer{w: w, s: s, modern: true, level: -1}}
+	x.out = relay.NewOutbox(func(method string, params json.RawMessage) { x.peer.event(notification(method, params), true) })
 	// The stream's subscriptions end with it, each on the server that
 	// holds it (x.uris is not written once the stream is listed).
 	defer func() {
@@ -313,9 +317,14 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 		select {
 		case <-r.Context().Done():
 			x.peer.close()
+			x.out.Close()
 			return true
 		case <-s.listeners.done:
 		}
+	}
+	if n := x.out.Close(); n > 0 {
+		s.log.Warn("dropped notifications for a subscriptions/listen client that did not read its stream: past the bound proxyd holds for one client, so that the server's other clients go on",
+			"dropped", n, "bound_messages", relay.OutboxMessages, "bound_bytes", relay.OutboxBytes)
 	}
 	meta, _ := json.Marshal(map[string]json.RawMessage{mcp.MetaKeySubscriptionID: msg.ID})
 	x.peer.finish(msg.ID, relay.WithMember([]byte(`{"resultType":"complete"}`), "_meta", meta), nil)

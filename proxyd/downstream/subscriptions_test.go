@@ -3,11 +3,13 @@ package downstream
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // subBackend relays the clients' requests, holding their subscriptions
@@ -140,5 +142,55 @@ func TestSubscriptionsBounded(t *testing.T) {
 	}
 	if n, want := s.subscriptions.Load(), int64(maxSubscriptionsInAll); n != want {
 		t.Fatalf("proxyd counts %d subscriptions, want %d", n, want)
+	}
+}
+
+// A listen stream whose client does not read holds up no one: the
+// upstream's reader that passes its updates on returns at once (it
+// serves every other client of that server too), and what the stream
+// lets wait is bounded.
+func TestListenerNotReadingHoldsUpNoOne(t *testing.T) {
+	b := &subBackend{held: map[string]int{}}
+	s, srv := startEndpoint(t, b)
+	const uri = "file:///alpha/readme.txt"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["`+uri+
+			`"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ack := ""
+	for sc := bufio.NewScanner(resp.Body); sc.Scan() && ack == ""; {
+		if strings.HasPrefix(sc.Text(), "data:") {
+			ack = sc.Text()
+		}
+	}
+	if !strings.Contains(ack, uri) {
+		t.Fatalf("the listen stream's acknowledgement: %q", ack)
+	}
+	// The client reads no more. Far more than the connection's buffers
+	// hold: a reader writing to the stream itself would wait here.
+	params := `{"uri":"` + uri + `","pad":"` + strings.Repeat("p", 64<<10) + `"}`
+	const updates = 400
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range updates {
+			s.Notify("alpha", "notifications/resources/updated", json.RawMessage(params))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("passing %d updates (%d MiB) to a client that does not read did not return", updates, updates*len(params)>>20)
 	}
 }

@@ -57,16 +57,28 @@ type exchange struct {
 	// none is (ended).
 	notifyMu sync.Mutex
 	ended    bool
+	// out holds the notifications of shared channels for the call's
+	// client, made at the first (see notify).
+	outOnce sync.Once
+	out     *relay.Outbox
 	// answering: the attempt's answer is in hand; a notification routed
 	// to the call now is held to leave with it, in one write.
 	answering bool
 }
 
-// notify passes a notification to the call's client; false when the call
-// has ended (or has no client side), for the caller to route it elsewhere.
+// notify passes a notification read from a channel the server's calls
+// share (stdio, the standing stream) to the call's client, through the
+// call's outbox: the reader does not wait for this call's client. False
+// when the call has ended (or has no client side), for the caller to
+// route it elsewhere.
 func (x *exchange) notify(method string, params json.RawMessage) bool {
-	delivered, _ := x.pass(method, params, false)
-	return delivered
+	if x.ex.Handler == nil {
+		return false
+	}
+	x.outOnce.Do(func() {
+		x.out = relay.NewOutbox(func(method string, params json.RawMessage) { x.pass(method, params, false) })
+	})
+	return x.out != nil && x.out.Put(method, params)
 }
 
 // pass is notify; with hold, for a notification read from the call's own
@@ -108,11 +120,18 @@ func (x *exchange) answerInHand(on bool) {
 	}
 }
 
-// end stops notifications for the call, after any being passed on.
-func (x *exchange) end() {
+// end stops notifications for the call, after any being passed on. It
+// returns how many its client was too slow to be given (see
+// relay.Outbox).
+func (x *exchange) end() (dropped int) {
+	x.outOnce.Do(func() {}) // no outbox from now on
+	if x.out != nil {
+		dropped = x.out.Close()
+	}
 	x.notifyMu.Lock()
 	x.ended = true
 	x.notifyMu.Unlock()
+	return dropped
 }
 
 // routes finds the exchange a message from the upstream belongs to when it
@@ -314,7 +333,12 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 	// Before the result goes back: a notification routed to this call from
 	// another goroutine (the GET stream, stdio) is written first or not
 	// at all.
-	defer x.end()
+	defer func() {
+		if n := x.end(); n > 0 {
+			c.opts.logger().Warn("dropped notifications for a client that did not read its stream: past the bound proxyd holds for one call, so that the server's other calls go on",
+				"server", c.name, "method", ex.Method, "dropped", n, "bound_messages", relay.OutboxMessages, "bound_bytes", relay.OutboxBytes)
+		}
+	}()
 
 	var rule retryRule
 	var tool *Tool

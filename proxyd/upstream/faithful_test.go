@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
+	"github.com/mcpx-dev/mcpx/proxyd/relay"
 )
 
 // rawChildEnv makes the test binary a stdio MCP server that writes its
@@ -44,7 +47,8 @@ const (
 // sends a progress notification, a log message and an elicitation
 // request, and returns two texts: the elicitation's answer and the call's
 // request, as the bytes it read. "fail" answers with a JSON-RPC error;
-// "huge" writes a line of 64 KiB.
+// "huge" writes a line of 64 KiB; "flood" sends {"n":N} progress
+// notifications before its result.
 func rawChild() {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -77,7 +81,7 @@ func rawChild() {
 		case m.Method == "initialize":
 			answer(m.ID, `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"raw","version":"1"}}`)
 		case m.Method == "tools/list":
-			answer(m.ID, `{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"fail","inputSchema":{"type":"object"}},{"name":"huge","inputSchema":{"type":"object"}}]}`)
+			answer(m.ID, `{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"fail","inputSchema":{"type":"object"}},{"name":"huge","inputSchema":{"type":"object"}},{"name":"flood","inputSchema":{"type":"object"}}]}`)
 		case m.Method == "tools/call" && m.Params.Name == "ask":
 			if len(m.Params.Meta.ProgressToken) > 0 {
 				send(`{"jsonrpc":"2.0","method":"notifications/progress","params":`+rawProgress+`}`, m.Params.Meta.ProgressToken)
@@ -91,6 +95,13 @@ func rawChild() {
 				}
 			}
 			answer(m.ID, `{"content":[{"type":"text","text":`+text(got)+`},{"type":"text","text":`+text(line)+`}]}`)
+		case m.Method == "tools/call" && m.Params.Name == "flood":
+			var a struct{ N int }
+			_ = json.Unmarshal(m.Params.Arguments, &a)
+			for i := 1; i <= a.N; i++ {
+				send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":%d}}`, m.Params.Meta.ProgressToken, i)
+			}
+			answer(m.ID, `{"content":[]}`)
 		case m.Method == "tools/call" && m.Params.Name == "fail":
 			send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such thing"}}`, m.ID)
 		case m.Method == "tools/call" && m.Params.Name == "huge":
@@ -249,4 +260,103 @@ func TestStandingStreamRelaysBytesAsTheyCame(t *testing.T) {
 	if !strings.Contains(got, `"metadata":`+meta) || strings.Index(got, `"messages"`) > strings.Index(got, `"maxTokens"`) {
 		t.Errorf("sampling params reached the client as\n%s\nwant the server's order and %s", got, meta)
 	}
+}
+
+// stalledHandler is the client side of a call whose client does not read:
+// its first notification waits until release is closed.
+type stalledHandler struct {
+	recordingHandler
+	once    sync.Once
+	stalled chan struct{} // closed when the first notification waits
+	release chan struct{}
+}
+
+func newStalledHandler(t *testing.T) *stalledHandler {
+	h := &stalledHandler{stalled: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-h.release:
+		default:
+			close(h.release)
+		}
+	})
+	return h
+}
+
+func (h *stalledHandler) Notify(method string, params json.RawMessage) {
+	h.once.Do(func() { close(h.stalled); <-h.release })
+	h.recordingHandler.Notify(method, params)
+}
+
+// A client that does not read its stream holds up its own call only: the
+// stdio server's other calls are answered meanwhile (one reader serves
+// them all), and the stalled call's notifications wait for its client, in
+// order, up to the bound proxyd holds for one call; past it they are
+// dropped, not piled up.
+func TestStdioStalledClientHoldsUpOnlyItsCall(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := rawChildServer(t)
+	m := newManagerWith(t, Options{Version: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))}, s)
+	c, _ := m.Get(s.Name)
+	waitState(t, c, api.StateReady)
+
+	const flood = relay.OutboxMessages + 100
+	h := newStalledHandler(t)
+	stalled := make(chan error, 1)
+	go func() {
+		_, err := c.Relay(context.Background(), callExchange("flood", fmt.Sprintf(`{"n":%d}`, flood), h, true))
+		stalled <- err
+	}()
+	<-h.stalled
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.Relay(ctx, callExchange("fail", `{}`, nil, false))
+	var rpc *RPCError
+	if !errors.As(err, &rpc) || rpc.Code != -32602 {
+		t.Fatalf("another call while one client stalls: %v, want the server's -32602", err)
+	}
+	select {
+	case err := <-stalled:
+		t.Fatalf("the stalled call returned (%v) before its client took its notifications", err)
+	default:
+	}
+
+	close(h.release)
+	if err := <-stalled; err != nil {
+		t.Fatal(err)
+	}
+	got := h.notifications(string(mcp.MethodNotificationProgress))
+	if len(got) < relay.OutboxMessages || len(got) >= flood {
+		t.Fatalf("the stalled client got %d of %d progress notifications, want the bound's %d (and the one it stalled on)", len(got), flood, relay.OutboxMessages)
+	}
+	last := -1
+	for _, p := range got {
+		var n struct{ Progress int }
+		if err := json.Unmarshal([]byte(p), &n); err != nil || n.Progress <= last {
+			t.Fatalf("progress out of order: %s after %d", p, last)
+		}
+		last = n.Progress
+	}
+	if want := fmt.Sprintf("dropped=%d", flood-len(got)); !strings.Contains(logs.String(), want) {
+		t.Errorf("the log does not say %s:\n%s", want, logs.String())
+	}
+}
+
+// lockedBuffer is a log's writer, read while the log is written.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -39,7 +39,13 @@ func waitState(t testing.TB, c *Conn, want api.State) api.ServerStatus {
 
 func newManager(t *testing.T, servers ...config.Server) *Manager {
 	t.Helper()
-	m := NewManager(Options{Version: "test"})
+	return newManagerWith(t, Options{Version: "test"}, servers...)
+}
+
+// newManagerWith is newManager with opts.
+func newManagerWith(t *testing.T, opts Options, servers ...config.Server) *Manager {
+	t.Helper()
+	m := NewManager(opts)
 	m.Apply(servers)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
