@@ -116,27 +116,7 @@ func TestSubscriptionsBounded(t *testing.T) {
 	for i := range uris {
 		uris[i] = `"` + file(99, i) + `"`
 	}
-	body := `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` + strings.Join(uris, ",") +
-		`]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	lreq.Header.Set("Authorization", "Bearer "+testToken)
-	lreq.Header.Set("Content-Type", "application/json")
-	lreq.Header.Set("Accept", "application/json, text/event-stream")
-	lreq.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	lreq.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(lreq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	ack := ""
-	for sc := bufio.NewScanner(resp.Body); sc.Scan() && ack == ""; {
-		if strings.HasPrefix(sc.Text(), "data:") {
-			ack = sc.Text()
-		}
-	}
+	ack := listen(t, url, uris...)
 	if got := strings.Count(ack, "file:///alpha/s99-"); got != maxClientSubscriptions {
 		t.Fatalf("the listen stream was acknowledged with %d URIs, want %d: %.300s", got, maxClientSubscriptions, ack)
 	}
@@ -153,28 +133,7 @@ func TestListenerNotReadingHoldsUpNoOne(t *testing.T) {
 	b := &subBackend{held: map[string]int{}}
 	s, srv := startEndpoint(t, b)
 	const uri = "file:///alpha/readme.txt"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["`+uri+
-			`"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	ack := ""
-	for sc := bufio.NewScanner(resp.Body); sc.Scan() && ack == ""; {
-		if strings.HasPrefix(sc.Text(), "data:") {
-			ack = sc.Text()
-		}
-	}
-	if !strings.Contains(ack, uri) {
+	if ack := listen(t, srv.URL+"/mcp", `"`+uri+`"`); !strings.Contains(ack, uri) {
 		t.Fatalf("the listen stream's acknowledgement: %q", ack)
 	}
 	// The client reads no more. Far more than the connection's buffers
@@ -193,4 +152,32 @@ func TestListenerNotReadingHoldsUpNoOne(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("passing %d updates (%d MiB) to a client that does not read did not return", updates, updates*len(params)>>20)
 	}
+}
+
+// listen opens a modern client's subscriptions/listen stream for uris
+// (JSON strings) and returns its acknowledgement's data line; the stream
+// stays open, unread after it, until the test ends.
+func listen(t *testing.T, url string, uris ...string) string {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` + strings.Join(uris, ",") +
+		`]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "data:") {
+			return sc.Text()
+		}
+	}
+	return ""
 }

@@ -61,11 +61,13 @@ func (b *breaches) delay(up time.Duration) time.Duration {
 }
 
 // backOffAfterBreach holds a connection that was dropped for breaking a
-// limit in the error state for a growing delay before it connects again,
-// so the status says why. It reports false when the connection is closing.
+// limit, or whose sse transport stream the server ended (a server that
+// ends it at once would otherwise be connected to in a loop), in the
+// error state for a growing delay before it connects again, so the
+// status says why. It reports false when the connection is closing.
 func (c *Conn) backOffAfterBreach(err error, up time.Duration) bool {
 	var le *callerr.LimitError
-	if !errors.As(err, &le) {
+	if !errors.As(err, &le) && !errors.Is(err, errSSEEnded) {
 		return true
 	}
 	d := c.breaches.delay(up)

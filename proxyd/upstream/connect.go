@@ -51,12 +51,23 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 	case config.TransportStdio:
 		return c.startChild(s)
 	case config.TransportSSE:
-		hc, err := newHTTPClient(s, c.opts.wrappers(), c.streamBounds(), false)
+		link := &sseLink{answers: newAnswers()}
+		ws := append(c.opts.wrappers(), func(_ string, next http.RoundTripper) http.RoundTripper {
+			return standingTransport{next: next, list: &c.standing,
+				route: func(m relay.Message) bool { return link.route(c, m) },
+				onEnd: func() { c.sseEnded(link) }}
+		})
+		hc, err := newHTTPClient(s, ws, c.streamBounds(), false)
 		if err != nil {
 			return nil, err
 		}
 		c.useHTTP(hc)
-		return transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(hdrs))
+		tr, err := transport.NewSSE(s.URL, transport.WithHTTPClient(hc), transport.WithHeaders(hdrs),
+			transport.WithSSELogger(c.opts.libraryLogger(c.name)))
+		if err != nil {
+			return nil, err
+		}
+		return sseTransport{SSE: tr, link: link}, nil
 	default:
 		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds(), c.legacyPinned())
 		if err != nil {
@@ -255,16 +266,18 @@ func (c *Conn) standingMessage(m relay.Message) bool {
 	cl, hc, w := c.cl, c.hc, c.wire
 	c.mu.RUnlock()
 	switch {
+	case m.Method == "":
+		return false // a response: the library's
 	case cl == nil || hc == nil:
 		return len(m.ID) == 0 && c.routeNotification(m.Method, m.Params)
 	case len(m.ID) == 0:
 		c.notification(m.Method, m.Params)
 	case !c.routes.takeAsk():
-		go c.postMessage(hc, w, cl.GetSessionId(), overAsked(m.ID))
+		go c.postMessage(cl, hc, w, cl.GetSessionId(), overAsked(m.ID))
 	default:
 		go func() {
 			defer c.routes.doneAsk()
-			c.postMessage(hc, w, cl.GetSessionId(), c.serverRequest(m.ID, m.Method, m.Params))
+			c.postMessage(cl, hc, w, cl.GetSessionId(), c.serverRequest(m.ID, m.Method, m.Params))
 		}()
 	}
 	return true

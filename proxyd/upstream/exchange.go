@@ -397,11 +397,10 @@ func (c *Conn) send(ctx context.Context, cl *client.Client, w wire, hc *http.Cli
 	if l := stdioOf(cl); l != nil {
 		return c.sendStdio(ctx, cl, l, w, x, x.ex.Edit.PartsWith(params, x.ex.Index), meta)
 	}
-	params = x.ex.Edit.Apply(params)
-	if meta != nil {
-		params = withMeta(params, meta)
+	if l := sseOf(cl); l != nil && hc != nil {
+		return c.sendSSE(ctx, cl, l, hc, w, x, x.ex.Edit.PartsWith(params, x.ex.Index), meta, header)
 	}
-	return c.sendLibrary(ctx, cl, w, x, params, header)
+	return nil, fmt.Errorf("no way to send to a %s server", c.cfg.EffectiveTransport())
 }
 
 // stdioOf is the link to a stdio child the client speaks to, nil for
@@ -582,30 +581,6 @@ func cancelParams(id, reason string) json.RawMessage {
 
 // errStreamEnded: the upstream ended a response stream before the response.
 var errStreamEnded = errors.New("the upstream closed the response stream before the response")
-
-// sendLibrary sends x through the MCP library's transport (the old
-// HTTP+SSE transport): messages for the call arrive through the
-// connection's handlers and find it through routes.
-func (c *Conn) sendLibrary(ctx context.Context, cl *client.Client, w wire, x *exchange, params json.RawMessage, header http.Header) (json.RawMessage, error) {
-	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(x.id), Method: x.ex.Method, Header: header}
-	if params != nil {
-		req.Params = params
-	}
-	resp, err := cl.GetTransport().SendRequest(ctx, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			c.cancelUpstream(cl, nil, w, x.id)
-		}
-		return nil, transport.NewError(err)
-	}
-	if err := libraryReplyFor(resp, x.id); err != nil {
-		return nil, err
-	}
-	if resp.Error != nil {
-		return nil, &RPCError{Code: resp.Error.Code, Message: resp.Error.Message, Data: rawData(resp.Error.Data)}
-	}
-	return resp.Result, nil
-}
 
 // onServerRequest answers a request the upstream sent outside an exchange's
 // own stream (stdio, the GET stream), routed by routes.pick.

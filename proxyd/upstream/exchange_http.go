@@ -269,7 +269,7 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 			case m.Method != "" && len(m.ID) > 0 && !c.routes.takeAsk():
 				// An upstream asking for more than proxyd lets wait at once
 				// gets the overflow refused rather than piling up.
-				go c.postMessage(hc, w, sid, overAsked(m.ID))
+				go c.postMessage(cl, hc, w, sid, overAsked(m.ID))
 			case m.Method != "" && len(m.ID) > 0:
 				id, method, params := m.ID, m.Method, m.Params
 				go func() {
@@ -370,16 +370,21 @@ func (c *Conn) resume(ctx context.Context, hc *http.Client, w wire, sid, lastID 
 // the response back on the session.
 func (c *Conn) answerHTTP(cl *client.Client, hc *http.Client, w wire, x *exchange, id json.RawMessage, method string, params json.RawMessage, sid string) {
 	out := c.answer(x, id, method, params)
-	c.postMessage(hc, w, sid, out)
+	c.postMessage(cl, hc, w, sid, out)
 }
 
 // postMessage posts a response or notification to the upstream on the
 // connection's context (not the call's: the call's status facts describe
 // the call's own request).
-func (c *Conn) postMessage(hc *http.Client, w wire, sid string, msg []byte) {
+func (c *Conn) postMessage(cl *client.Client, hc *http.Client, w wire, sid string, msg []byte) {
+	u, err := c.postURL(cl)
+	if err != nil {
+		c.opts.logger().Debug("posting to the upstream", "server", c.name, "err", err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(msg))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(msg))
 	if err != nil {
 		return
 	}
@@ -409,7 +414,7 @@ func (c *Conn) cancelUpstream(cl *client.Client, hc *http.Client, w wire, id str
 	params := cancelParams(id, "the client cancelled the request")
 	if hc != nil {
 		msg := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":` + string(params) + `}`)
-		go c.postMessage(hc, w, cl.GetSessionId(), msg)
+		go c.postMessage(cl, hc, w, cl.GetSessionId(), msg)
 		return
 	}
 	go func() {

@@ -34,16 +34,7 @@ type stdioLink struct {
 
 	lib *io.PipeWriter // what the library's transport reads
 
-	mu      sync.Mutex
-	pending map[string]*stdioCall // by relay.IDKey of the request's id
-	done    chan struct{}         // closed once the child's stdout has ended
-	err     error                 // why it ended, set before done closes
-}
-
-// stdioCall is a request proxyd wrote, waiting for its response.
-type stdioCall struct {
-	answer chan relay.Message // buffered: the reader never waits for it
-	rec    *callerr.Recorder
+	answers // the relayed requests; ended with the child's stdout
 }
 
 // stdioLineBuffer is the reader's buffer; a longer line is put together
@@ -52,8 +43,7 @@ const stdioLineBuffer = 64 << 10
 
 func newStdioLink(c *Conn, stdin io.WriteCloser) (*stdioLink, io.Reader) {
 	r, w := io.Pipe()
-	return &stdioLink{c: c, max: c.cfg.ResponseLimit(), stdin: stdin, lib: w,
-		pending: map[string]*stdioCall{}, done: make(chan struct{})}, r
+	return &stdioLink{c: c, max: c.cfg.ResponseLimit(), stdin: stdin, lib: w, answers: newAnswers()}, r
 }
 
 // libraryStdin is the child's stdin as the library writes it: each of its
@@ -114,11 +104,9 @@ func (l *stdioLink) line(b []byte) {
 	case err != nil:
 		l.toLibrary(b) // not a message: the library skips it, as ever
 	case m.Method == "":
-		if call := l.take(relay.IDKey(m.ID)); call != nil {
-			call.answer <- m
-			return
+		if !l.deliver(m) {
+			l.toLibrary(b)
 		}
-		l.toLibrary(b)
 	case !live:
 		// Before the handshake's answer, the library's: a request is
 		// answered by its client, a notification dropped, as they were.
@@ -145,27 +133,6 @@ func (l *stdioLink) toLibrary(b []byte) {
 	_, _ = l.lib.Write(b)
 }
 
-// expect registers request id before it is written; nil once the child's
-// stdout has ended.
-func (l *stdioLink) expect(id string, rec *callerr.Recorder) (*stdioCall, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.pending == nil {
-		return nil, l.err
-	}
-	call := &stdioCall{answer: make(chan relay.Message, 1), rec: rec}
-	l.pending[id] = call
-	return call, nil
-}
-
-func (l *stdioLink) take(id string) *stdioCall {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	call := l.pending[id]
-	delete(l.pending, id)
-	return call
-}
-
 // breach ends the link for a line past max_response_bytes: the calls
 // waiting fail with the limit, and a connection that was ready is dropped
 // and connected again after a backoff, as for a standing stream's breach.
@@ -183,19 +150,7 @@ func (l *stdioLink) breach() {
 
 // end fails the requests waiting with err and ends the library's stdout.
 func (l *stdioLink) end(err error) {
-	l.mu.Lock()
-	waiting := l.pending
-	l.pending, l.err = nil, err
-	l.mu.Unlock()
-	// Recorded before done closes: a waiting call returns at once, and
-	// its classification reads the limit.
-	var le *callerr.LimitError
-	if errors.As(err, &le) {
-		for _, call := range waiting {
-			call.rec.RecordLimit(le)
-		}
-	}
-	close(l.done)
+	l.answers.end(err)
 	_ = l.lib.Close()
 }
 
@@ -214,27 +169,12 @@ func (c *Conn) sendStdio(ctx context.Context, cl *client.Client, l *stdioLink, w
 		l.take(key)
 		return nil, transport.NewError(fmt.Errorf("failed to write request: %w", err))
 	}
-	select {
-	case m := <-call.answer:
-		return stdioOutcome(rec, x, m)
-	case <-l.done:
-		// A response read just before the end is still this call's.
-		select {
-		case m := <-call.answer:
-			return stdioOutcome(rec, x, m)
-		default:
-		}
-		return nil, transport.NewError(l.err)
-	case <-ctx.Done():
-		l.take(key)
+	m, gaveUp, err := l.wait(ctx, key, call)
+	if gaveUp {
 		c.cancelUpstream(cl, nil, w, x.id)
-		return nil, transport.NewError(ctx.Err())
 	}
-}
-
-func stdioOutcome(rec *callerr.Recorder, x *exchange, m relay.Message) (json.RawMessage, error) {
-	if m.Error != nil {
-		rec.RecordJSONRPCError(m.Error.Code)
+	if err != nil {
+		return nil, err
 	}
-	return x.outcome(m)
+	return answered(rec, x, m)
 }

@@ -89,16 +89,21 @@ func everythingStdio(t *testing.T) config.Server {
 	return config.Server{Name: "everything", Command: node, Args: []string{script}}
 }
 
-// everythingBoth connects server-everything over Streamable HTTP and stdio.
-func everythingBoth(t *testing.T) map[string]*Conn {
+// everythingTransports name the connections everythingAll makes, one
+// per transport.
+var everythingTransports = []string{"http", "stdio", "sse"}
+
+// everythingAll connects server-everything over Streamable HTTP, stdio and
+// the old HTTP+SSE transport.
+func everythingAll(t *testing.T) map[string]*Conn {
 	t.Helper()
 	m := newManager(t, config.Server{Name: "http", URL: serverEverything(t)}, func() config.Server {
 		s := everythingStdio(t)
 		s.Name = "stdio"
 		return s
-	}())
+	}(), config.Server{Name: "sse", URL: serverEverythingOver(t, "sse", "/sse"), Transport: config.TransportSSE})
 	out := map[string]*Conn{}
-	for _, name := range []string{"http", "stdio"} {
+	for _, name := range everythingTransports {
 		c, _ := m.Get(name)
 		waitState(t, c, api.StateReady)
 		out[name] = c
@@ -112,8 +117,8 @@ func callExchange(name string, args string, h Handler, progress bool) *Exchange 
 }
 
 func TestRelayServerEverything(t *testing.T) {
-	conns := everythingBoth(t)
-	for _, name := range []string{"http", "stdio"} {
+	conns := everythingAll(t)
+	for _, name := range everythingTransports {
 		c := conns[name]
 		t.Run(name+"/progress", func(t *testing.T) {
 			h := &recordingHandler{}

@@ -6,17 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
@@ -128,6 +132,12 @@ func recordedCall(t *testing.T, s config.Server, tool string) (*Conn, *callerr.R
 	t.Helper()
 	c, _ := newManager(t, s).Get(s.Name)
 	waitState(t, c, api.StateReady)
+	return recordedCallOn(t, c, tool)
+}
+
+// recordedCallOn is recordedCall on a connection made already.
+func recordedCallOn(t *testing.T, c *Conn, tool string) (*Conn, *callerr.Recorder, error) {
+	t.Helper()
 	ctx, rec := callerr.WithRecorder(context.Background())
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -359,4 +369,165 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// rawSSEServer speaks the old HTTP+SSE transport (2024-11-05) and writes
+// its messages byte for byte as rawChild does: its tool "ask" sends a
+// progress notification, a log message and an elicitation request on the
+// event stream and returns the elicitation's answer and the call's
+// request as the bytes it read; "fail" answers with a JSON-RPC error;
+// "drop" ends the event stream without an answer.
+func rawSSEServer(t *testing.T, streams *atomic.Int64) string {
+	t.Helper()
+	events := make(chan string, 16)
+	answers := make(chan string, 1)
+	drop := make(chan struct{}, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /sse", func(w http.ResponseWriter, r *http.Request) {
+		streams.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: endpoint\ndata: /messages?session=1\n\n")
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case e := <-events:
+				fmt.Fprintf(w, "event: message\ndata: %s\n\n", e)
+				w.(http.Flusher).Flush()
+			case <-drop:
+				return
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	mux.HandleFunc("POST /messages", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusAccepted)
+		line := string(b)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+				Meta struct {
+					ProgressToken json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(b, &m) != nil {
+			return
+		}
+		send := func(format string, a ...any) { events <- fmt.Sprintf(format, a...) }
+		answer := func(result string) { send(`{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result) }
+		text := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+		switch {
+		case m.Method == "" && strings.Contains(line, `"ask-1"`):
+			answers <- line
+		case m.Method == "initialize":
+			answer(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"raw-sse","version":"1"}}`)
+		case m.Method == "tools/list":
+			answer(`{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"fail","inputSchema":{"type":"object"}},{"name":"drop","inputSchema":{"type":"object"}}]}`)
+		case m.Method == "tools/call" && m.Params.Name == "ask":
+			if len(m.Params.Meta.ProgressToken) > 0 {
+				send(`{"jsonrpc":"2.0","method":"notifications/progress","params":`+rawProgress+`}`, m.Params.Meta.ProgressToken)
+			}
+			send(`{"jsonrpc":"2.0","method":"notifications/message","params":%s}`, rawLog)
+			send(`{"jsonrpc":"2.0","id":"ask-1","method":"elicitation/create","params":%s}`, rawElicitation)
+			go func() {
+				got := <-answers
+				answer(`{"content":[{"type":"text","text":` + text(got) + `},{"type":"text","text":` + text(line) + `}]}`)
+			}()
+		case m.Method == "tools/call" && m.Params.Name == "fail":
+			send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such thing"}}`, m.ID)
+		case m.Method == "tools/call" && m.Params.Name == "drop":
+			drop <- struct{}{}
+		case len(m.ID) > 0 && m.Method != "":
+			answer(`{}`)
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/sse"
+}
+
+// On the old HTTP+SSE transport too, what the server sends reaches the
+// client as the server wrote it, and the client's answer and the call's
+// arguments reach the server as written (the MCP library decoded
+// notifications into maps, took the server's requests for responses and
+// dropped them, and re-encoded what proxyd sent); a JSON-RPC error's code
+// is recorded for the classification.
+func TestSSERelaysBytesAsTheyCame(t *testing.T) {
+	var streams atomic.Int64
+	s := config.Server{Name: "rawsse", URL: rawSSEServer(t, &streams), Transport: config.TransportSSE}
+	m := newManager(t, s)
+	c, _ := m.Get(s.Name)
+	waitState(t, c, api.StateReady)
+
+	const reply = `{"action":"accept","content":{"zeta":"<b> & </b>","alpha":12345678901234567890}}`
+	var asked json.RawMessage
+	h := &recordingHandler{accepts: map[string]bool{string(mcp.MethodElicitationCreate): true},
+		answer: func(_ string, params json.RawMessage) (json.RawMessage, error) {
+			asked = append(asked[:0], params...)
+			return json.RawMessage(reply), nil
+		}}
+	const args = `{"q":"<i>&amp;</i>","big":123456789012345678901234567890,"z":1,"a":2}`
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.Relay(ctx, callExchange("ask", args, h, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(asked) != rawElicitation {
+		t.Errorf("elicitation params reached the client as\n%s\nwant\n%s", asked, rawElicitation)
+	}
+	var texts struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := json.Unmarshal(res, &texts); err != nil || len(texts.Content) != 2 {
+		t.Fatalf("result %s (%v)", res, err)
+	}
+	if want := `,"result":` + reply + `}`; !strings.HasSuffix(texts.Content[0].Text, want) {
+		t.Errorf("the server read the answer as\n%s\nwant it to end\n%s", texts.Content[0].Text, want)
+	}
+	if want := `"arguments":` + args; !strings.Contains(texts.Content[1].Text, want) {
+		t.Errorf("the server read the call as\n%s\nwant it to hold\n%s", texts.Content[1].Text, want)
+	}
+	progress := h.notifications(string(mcp.MethodNotificationProgress))
+	if len(progress) != 1 || !strings.HasSuffix(progress[0], `,"progress":9007199254740993,"total":1e400,"zeta":"<z>","alpha":1}`) {
+		t.Errorf("progress reached the client as %q", progress)
+	}
+	logs := h.notifications(string(mcp.MethodNotificationMessage))
+	if len(logs) != 1 || logs[0] != rawLog {
+		t.Errorf("log messages reached the client as %q, want %s", logs, rawLog)
+	}
+
+	_, rec, err := recordedCallOn(t, c, "fail")
+	var rpc *RPCError
+	if !errors.As(err, &rpc) || rpc.Code != -32602 {
+		t.Fatalf("err %v, want the server's -32602", err)
+	}
+	if f := rec.Facts(); !f.HasJSONRPCCode || f.JSONRPCCode != -32602 {
+		t.Errorf("recorded %+v, want JSON-RPC code -32602", f)
+	}
+
+	// The stream's end ends the calls waiting on it at once, as a
+	// network failure (the library let them wait out their timeout).
+	_, rec, err = recordedCallOn(t, c, "drop")
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call whose stream ended: %v, want the stream's end", err)
+	}
+	cl := callerr.Classify(callerr.Input{Err: err, Facts: rec.Facts(), Transport: callerr.TransportSSE})
+	if cl.Class != callerr.ClassNetwork || cl.Domain != callerr.DomainUpstream {
+		t.Errorf("classified %+v (%v), want network/upstream", cl, err)
+	}
+	// And the connection is lost: proxyd says so, opens a new stream and
+	// serves calls again.
+	waitState(t, c, api.StateError)
+	waitfor.Cond(t, 10*time.Second, "a second event stream", func() (bool, string) {
+		return streams.Load() == 2, ""
+	})
+	waitState(t, c, api.StateReady)
+	if _, _, err := recordedCallOn(t, c, "fail"); !errors.As(err, &rpc) || rpc.Code != -32602 {
+		t.Fatalf("a call after the new stream: %v, want the server's -32602", err)
+	}
 }

@@ -400,6 +400,13 @@ func TestEndSession(t *testing.T) {
 // loopback port, or skips when it is not installed.
 func serverEverything(t testing.TB) string {
 	t.Helper()
+	return serverEverythingOver(t, "streamableHttp", "/mcp")
+}
+
+// serverEverythingOver starts server-everything with transport (its
+// argument), returning the URL of path on it.
+func serverEverythingOver(t testing.TB, transport, path string) string {
+	t.Helper()
 	dir := os.Getenv("MCPX_PEERS_DIR")
 	script := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := os.Stat(script); dir == "" || err != nil {
@@ -418,7 +425,7 @@ func serverEverything(t testing.TB) string {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(node, script, "streamableHttp")
+	cmd := exec.Command(node, script, transport)
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -437,7 +444,7 @@ func serverEverything(t testing.TB) string {
 		conn.Close()
 		return true, ""
 	})
-	return "http://" + addr + "/mcp"
+	return "http://" + addr + path
 }
 
 // wireCounter counts, at the HTTP layer, initialize requests and the

@@ -104,6 +104,7 @@ type standingStream struct {
 	rc    io.ReadCloser
 	list  *standings
 	route func(m relay.Message) bool // true: taken, not passed on
+	onEnd func()                     // called once when the stream ends; nil: nothing to do
 	// counts is the connection the stream came on, when it is the
 	// stream's alone (HTTP/1): its bytes taken by the reader are counted.
 	counts *countedConn
@@ -225,7 +226,7 @@ func (st *standingStream) line(l []byte) {
 	}
 	taken := false
 	// What is taken outlives the event's buffer.
-	if m, err := relay.ParseMessage(bytes.Clone(st.data)); err == nil && m.Method != "" {
+	if m, err := relay.ParseMessage(bytes.Clone(st.data)); err == nil {
 		taken = st.route(m)
 	}
 	if !taken {
@@ -251,6 +252,9 @@ func (st *standingStream) end() {
 	st.mu.Unlock()
 	if first {
 		st.list.remove(st)
+		if st.onEnd != nil {
+			st.onEnd()
+		}
 	}
 }
 
@@ -260,6 +264,7 @@ type standingTransport struct {
 	next  http.RoundTripper
 	list  *standings
 	route func(m relay.Message) bool
+	onEnd func() // see standingStream.onEnd
 }
 
 // callStreamKey marks a GET that resumes a call's own answer.
@@ -276,7 +281,7 @@ func (t standingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		mediatype.Of(resp.Header.Get("Content-Type")) != "text/event-stream" {
 		return resp, err
 	}
-	st := &standingStream{rc: resp.Body, list: t.list, route: t.route}
+	st := &standingStream{rc: resp.Body, list: t.list, route: t.route, onEnd: t.onEnd}
 	raw := conn
 	if tc, ok := conn.(*tls.Conn); ok {
 		raw = tc.NetConn()
