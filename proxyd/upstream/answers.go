@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"sync"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -80,31 +82,28 @@ func (a *answers) end(err error) {
 	close(a.done)
 }
 
-// wait returns the response to call, registered under key; gaveUp is
-// true when ctx ended first (the request is to be cancelled upstream).
-func (a *answers) wait(ctx context.Context, key string, call *awaited) (m relay.Message, gaveUp bool, err error) {
+// await returns the result of x, whose request was registered under key
+// and written: its response's result, or its error with the JSON-RPC
+// code recorded for the call's classification. When ctx ends first the
+// request is cancelled upstream.
+func (c *Conn) await(ctx context.Context, cl *client.Client, hc *http.Client, w wire, a *answers, x *exchange, key string, call *awaited) (json.RawMessage, error) {
+	var m relay.Message
 	select {
-	case m := <-call.answer:
-		return m, false, nil
+	case m = <-call.answer:
 	case <-a.done:
 		// A response read just before the end is still this call's.
 		select {
-		case m := <-call.answer:
-			return m, false, nil
+		case m = <-call.answer:
 		default:
+			return nil, transport.NewError(a.err)
 		}
-		return relay.Message{}, false, transport.NewError(a.err)
 	case <-ctx.Done():
 		a.take(key)
-		return relay.Message{}, true, transport.NewError(ctx.Err())
+		c.cancelUpstream(cl, hc, w, x.id)
+		return nil, transport.NewError(ctx.Err())
 	}
-}
-
-// answered is the response's result, or its error with the JSON-RPC code
-// recorded for the call's classification.
-func answered(rec *callerr.Recorder, x *exchange, m relay.Message) (json.RawMessage, error) {
 	if m.Error != nil {
-		rec.RecordJSONRPCError(m.Error.Code)
+		call.rec.RecordJSONRPCError(m.Error.Code)
 	}
 	return x.outcome(m)
 }

@@ -98,8 +98,7 @@ func (c *Conn) sendSSE(ctx context.Context, cl *client.Client, l *sseLink, hc *h
 		return nil, transport.NewError(err)
 	}
 	key := relay.IDKey(relay.AppendString(nil, x.id))
-	rec := callerr.RecorderFrom(ctx)
-	call, err := l.expect(key, rec)
+	call, err := l.expect(key, callerr.RecorderFrom(ctx))
 	if err != nil {
 		return nil, transport.NewError(err)
 	}
@@ -133,12 +132,5 @@ func (c *Conn) sendSSE(ctx context.Context, cl *client.Client, l *sseLink, hc *h
 		}
 		return nil, transport.NewError(fmt.Errorf("request failed with status %d: %s", resp.StatusCode, bytes.TrimSpace(b)))
 	}
-	m, gaveUp, err := l.wait(ctx, key, call)
-	if gaveUp {
-		c.cancelUpstream(cl, hc, w, x.id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return answered(rec, x, m)
+	return c.await(ctx, cl, hc, w, &l.answers, x, key, call)
 }

@@ -159,8 +159,7 @@ func (l *stdioLink) end(err error) {
 // result comes as the child wrote it.
 func (c *Conn) sendStdio(ctx context.Context, cl *client.Client, l *stdioLink, w wire, x *exchange, params [][]byte, meta json.RawMessage) (json.RawMessage, error) {
 	key := relay.IDKey(relay.AppendString(nil, x.id))
-	rec := callerr.RecorderFrom(ctx)
-	call, err := l.expect(key, rec)
+	call, err := l.expect(key, callerr.RecorderFrom(ctx))
 	if err != nil {
 		return nil, transport.NewError(err)
 	}
@@ -169,12 +168,5 @@ func (c *Conn) sendStdio(ctx context.Context, cl *client.Client, l *stdioLink, w
 		l.take(key)
 		return nil, transport.NewError(fmt.Errorf("failed to write request: %w", err))
 	}
-	m, gaveUp, err := l.wait(ctx, key, call)
-	if gaveUp {
-		c.cancelUpstream(cl, nil, w, x.id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return answered(rec, x, m)
+	return c.await(ctx, cl, nil, w, &l.answers, x, key, call)
 }

@@ -145,15 +145,13 @@ func recordedCallOn(t *testing.T, c *Conn, tool string) (*Conn, *callerr.Recorde
 	return c, rec, err
 }
 
-// A stdio server's requests and notifications reach the client as the
+// askAsItCame calls "ask" of a raw server (rawChild, rawSSEServer) and
+// checks that its requests and notifications reached the client as the
 // server wrote them, and the client's answer and the call's arguments
-// reach the server as written: no member reordered, no number rounded,
-// nothing escaped (the MCP library's transport decodes them into maps).
-func TestStdioRelaysBytesAsTheyCame(t *testing.T) {
-	m := newManager(t, rawChildServer(t))
-	c, _ := m.Get("raw")
-	waitState(t, c, api.StateReady)
-
+// the server as written: no member reordered, no number rounded, nothing
+// escaped.
+func askAsItCame(t *testing.T, c *Conn) {
+	t.Helper()
 	const reply = `{"action":"accept","content":{"zeta":"<b> & </b>","alpha":12345678901234567890}}`
 	var asked json.RawMessage
 	h := &recordingHandler{accepts: map[string]bool{string(mcp.MethodElicitationCreate): true},
@@ -191,6 +189,18 @@ func TestStdioRelaysBytesAsTheyCame(t *testing.T) {
 	if len(logs) != 1 || logs[0] != rawLog {
 		t.Errorf("log messages reached the client as %q, want %s", logs, rawLog)
 	}
+}
+
+// A stdio server's requests and notifications reach the client as the
+// server wrote them, and the client's answer and the call's arguments
+// reach the server as written: no member reordered, no number rounded,
+// nothing escaped (the MCP library's transport decodes them into maps).
+func TestStdioRelaysBytesAsTheyCame(t *testing.T) {
+	m := newManager(t, rawChildServer(t))
+	c, _ := m.Get("raw")
+	waitState(t, c, api.StateReady)
+
+	askAsItCame(t, c)
 }
 
 // A stdio server's JSON-RPC error is recorded with its code, as on HTTP,
@@ -463,43 +473,7 @@ func TestSSERelaysBytesAsTheyCame(t *testing.T) {
 	c, _ := m.Get(s.Name)
 	waitState(t, c, api.StateReady)
 
-	const reply = `{"action":"accept","content":{"zeta":"<b> & </b>","alpha":12345678901234567890}}`
-	var asked json.RawMessage
-	h := &recordingHandler{accepts: map[string]bool{string(mcp.MethodElicitationCreate): true},
-		answer: func(_ string, params json.RawMessage) (json.RawMessage, error) {
-			asked = append(asked[:0], params...)
-			return json.RawMessage(reply), nil
-		}}
-	const args = `{"q":"<i>&amp;</i>","big":123456789012345678901234567890,"z":1,"a":2}`
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := c.Relay(ctx, callExchange("ask", args, h, true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(asked) != rawElicitation {
-		t.Errorf("elicitation params reached the client as\n%s\nwant\n%s", asked, rawElicitation)
-	}
-	var texts struct {
-		Content []struct{ Text string } `json:"content"`
-	}
-	if err := json.Unmarshal(res, &texts); err != nil || len(texts.Content) != 2 {
-		t.Fatalf("result %s (%v)", res, err)
-	}
-	if want := `,"result":` + reply + `}`; !strings.HasSuffix(texts.Content[0].Text, want) {
-		t.Errorf("the server read the answer as\n%s\nwant it to end\n%s", texts.Content[0].Text, want)
-	}
-	if want := `"arguments":` + args; !strings.Contains(texts.Content[1].Text, want) {
-		t.Errorf("the server read the call as\n%s\nwant it to hold\n%s", texts.Content[1].Text, want)
-	}
-	progress := h.notifications(string(mcp.MethodNotificationProgress))
-	if len(progress) != 1 || !strings.HasSuffix(progress[0], `,"progress":9007199254740993,"total":1e400,"zeta":"<z>","alpha":1}`) {
-		t.Errorf("progress reached the client as %q", progress)
-	}
-	logs := h.notifications(string(mcp.MethodNotificationMessage))
-	if len(logs) != 1 || logs[0] != rawLog {
-		t.Errorf("log messages reached the client as %q, want %s", logs, rawLog)
-	}
+	askAsItCame(t, c)
 
 	_, rec, err := recordedCallOn(t, c, "fail")
 	var rpc *RPCError
