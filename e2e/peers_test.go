@@ -30,9 +30,17 @@ const everythingTools = 17
 // has no host option: the test only ever talks to it on 127.0.0.1.
 func startEverythingHTTP(t *testing.T, peers string) string {
 	t.Helper()
+	return startEverythingOver(t, peers, "streamableHttp", "/mcp")
+}
+
+// startEverythingOver is startEverythingHTTP for another of its
+// transports (its argument: "sse" serves the old HTTP+SSE transport at
+// /sse), returning the URL of path.
+func startEverythingOver(t *testing.T, peers, transport, path string) string {
+	t.Helper()
 	addr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(filepath.Join(peers, nodeRel), filepath.Join(peers, everythingRel), "streamableHttp")
+	cmd := exec.Command(filepath.Join(peers, nodeRel), filepath.Join(peers, everythingRel), transport)
 	cmd.Dir = peers
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "PORT=" + port}
 	out := &syncBuffer{}
@@ -67,7 +75,7 @@ func startEverythingHTTP(t *testing.T, peers string) string {
 		c.Close()
 		return true, ""
 	})
-	return "http://" + addr + "/mcp"
+	return "http://" + addr + path
 }
 
 func TestServerEverything(t *testing.T) {

@@ -93,9 +93,13 @@ func TestEverythingThroughProxyd(t *testing.T) {
 	peers := peersDir(t)
 	url := startEverythingHTTP(t, peers)
 	e := newEnv(t)
-	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: everything\n    url: %s\n", url))
+	// The same server again over the old HTTP+SSE transport, whose
+	// requests to the client proxyd relays as well.
+	e.writeConfig(fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: everything\n    url: %s\n  - name: sse\n    url: %s\n    transport: sse\n",
+		url, startEverythingOver(t, peers, "sse", "/sse")))
 	e.startProxyd()
 	e.waitServer("everything", api.StateReady)
+	e.waitServer("sse", api.StateReady)
 	ci := e.connectInfo()
 
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
@@ -117,30 +121,32 @@ func TestEverythingThroughProxyd(t *testing.T) {
 
 	for _, tc := range clientProtocols {
 		for _, via := range []string{"http", "stdio"} {
-			t.Run(via+"/"+tc.name, func(t *testing.T) {
-				p := &everythingPeer{}
-				var tr transport.Interface
-				if via == "http" {
-					tr, err = transport.NewStreamableHTTP(ci.URL, transport.WithHTTPHeaders(bearerHeader(ci)))
-					if err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					stderr := &syncBuffer{}
-					tr = transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"), transport.WithCommandStderrWriter(stderr))
-					defer func() {
-						if t.Failed() {
-							t.Logf("mcpx stdio stderr:\n%s", stderr)
+			for _, upstream := range []string{"everything", "sse"} {
+				t.Run(via+"/"+tc.name+"/"+upstream, func(t *testing.T) {
+					p := &everythingPeer{}
+					var tr transport.Interface
+					if via == "http" {
+						tr, err = transport.NewStreamableHTTP(ci.URL, transport.WithHTTPHeaders(bearerHeader(ci)))
+						if err != nil {
+							t.Fatal(err)
 						}
-					}()
-				}
-				c := client.NewClient(tr, everythingClientOpts(p, tc.opts)...)
-				initClient(t, ctx, c)
-				got := runEverythingCalls(t, ctx, c, p, "everything__")
-				if got != want {
-					t.Errorf("through proxyd:\n%+v\nwant (directly):\n%+v", got, want)
-				}
-			})
+					} else {
+						stderr := &syncBuffer{}
+						tr = transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"), transport.WithCommandStderrWriter(stderr))
+						defer func() {
+							if t.Failed() {
+								t.Logf("mcpx stdio stderr:\n%s", stderr)
+							}
+						}()
+					}
+					c := client.NewClient(tr, everythingClientOpts(p, tc.opts)...)
+					initClient(t, ctx, c)
+					got := runEverythingCalls(t, ctx, c, p, upstream+"__")
+					if got != want {
+						t.Errorf("through proxyd:\n%+v\nwant (directly):\n%+v", got, want)
+					}
+				})
+			}
 		}
 	}
 
