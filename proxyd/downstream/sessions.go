@@ -55,6 +55,10 @@ type session struct {
 	// holds its upstream subscription: ending one must reach that server
 	// even when it no longer lists the URI (not ready, or its list changed).
 	subs map[string]string
+	// subscribing counts the subscribes under way to URIs not in subs:
+	// each keeps a place among the session's bound until it is recorded
+	// or fails, so subscribes at once cannot pass the bound together.
+	subscribing int
 	// roots are the upstreams that asked the client for its roots.
 	roots map[string]bool
 	// stream ends the session's open GET stream (nil: none). A session

@@ -167,14 +167,19 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, sess *session
 		peer.finish(msg.ID, nil, &relay.RPCError{Code: mcp.RESOURCE_NOT_FOUND, Message: message, Data: data})
 		return true
 	}
-	held, had, count := sess.holder(uri)
+	held, had, why := sess.reserve(uri)
 	if had && held == srv {
 		peer.finish(msg.ID, json.RawMessage("{}"), nil)
 		return true
 	}
-	if why := subscriptionRefused(uri, count); why != "" && !had {
+	if why != "" {
 		peer.finish(msg.ID, nil, &relay.RPCError{Code: relay.CodeInvalidParams, Message: "subscription refused: " + why})
 		return true
+	}
+	if !had {
+		// The place kept for it goes once the subscription is recorded,
+		// or with its failure.
+		defer sess.release()
 	}
 	if !s.holdSubscription() {
 		peer.finish(msg.ID, nil, &relay.RPCError{Code: relay.CodeInternal, Message: fmt.Sprintf(
@@ -222,6 +227,29 @@ func (s *session) holder(uri string) (string, bool, int) {
 	defer s.mu.Unlock()
 	srv, ok := s.subs[uri]
 	return srv, ok, len(s.subs)
+}
+
+// reserve is holder for a subscribe: when the session holds no
+// subscription to uri, one more must fit its bound (why says why not, as
+// subscriptionRefused), counting the subscribes under way, and a place
+// is kept for it until release.
+func (s *session) reserve(uri string) (held string, had bool, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held, had = s.subs[uri]; had {
+		return held, true, ""
+	}
+	if why = subscriptionRefused(uri, len(s.subs)+s.subscribing); why == "" {
+		s.subscribing++
+	}
+	return "", false, why
+}
+
+// release gives back the place reserve kept.
+func (s *session) release() {
+	s.mu.Lock()
+	s.subscribing--
+	s.mu.Unlock()
 }
 
 // unsubscribe forgets uri for the session and returns the server that

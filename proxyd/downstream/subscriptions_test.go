@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
 // subBackend relays the clients' requests, holding their subscriptions
@@ -18,9 +21,17 @@ type subBackend struct {
 	countingBackend
 	mu   sync.Mutex
 	held map[string]int
+	// With gate set, a Subscribe counts itself in entered and waits for
+	// the gate to close before it holds the subscription.
+	gate    chan struct{}
+	entered atomic.Int64
 }
 
 func (b *subBackend) Subscribe(_ context.Context, _, uri string) error {
+	if b.gate != nil {
+		b.entered.Add(1)
+		<-b.gate
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held[uri]++
@@ -180,4 +191,44 @@ func listen(t *testing.T, url string, uris ...string) string {
 		}
 	}
 	return ""
+}
+
+// Subscribes of one session made at once stay within its bound: each
+// keeps its place while the upstream is asked, so they cannot all pass
+// the check before any is recorded.
+func TestConcurrentSubscribesBounded(t *testing.T) {
+	b := &subBackend{held: map[string]int{}, gate: make(chan struct{})}
+	_, srv := startEndpoint(t, b)
+	url := srv.URL + "/mcp"
+	sid := legacySessionID(t, url)
+	const tries = maxClientSubscriptions + 44
+	var refused, ok atomic.Int64
+	var wg sync.WaitGroup
+	for i := range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := legacyRequest(t, url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":"file:///alpha/c%d"}}`, i+10, i))
+			_, body := roundTrip(t, req)
+			switch {
+			case strings.Contains(body, `"result":{}`):
+				ok.Add(1)
+			case strings.Contains(body, "holds 256 subscriptions"):
+				refused.Add(1)
+			default:
+				t.Errorf("subscribe %d: %s", i, body)
+			}
+		}()
+	}
+	// Every subscribe is either with the upstream or refused before the
+	// upstream answers any.
+	waitfor.Cond(t, 20*time.Second, "every subscribe asked upstream or refused", func() (bool, string) {
+		n := b.entered.Load() + refused.Load()
+		return n == tries, fmt.Sprintf("%d of %d", n, tries)
+	})
+	close(b.gate)
+	wg.Wait()
+	if ok.Load() != maxClientSubscriptions || b.count() != maxClientSubscriptions {
+		t.Fatalf("%d subscribes taken, the backend holds %d; want the bound, %d", ok.Load(), b.count(), maxClientSubscriptions)
+	}
 }
