@@ -329,11 +329,13 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 		x.token = "mcpx-p-" + strconv.FormatInt(progressIDs.Add(1), 10)
 	}
 	c.routes.add(x)
-	defer c.routes.remove(x)
 	// Before the result goes back: a notification routed to this call from
 	// another goroutine (the GET stream, stdio) is written first or not
-	// at all.
+	// at all. The call leaves the routes first, so that while a slow
+	// client's outbox is written out the call is no longer one the
+	// server's requests could be routed to.
 	defer func() {
+		c.routes.remove(x)
 		if n := x.end(); n > 0 {
 			c.opts.logger().Warn("dropped notifications for a client that did not read its stream: past the bound proxyd holds for one call, so that the server's other calls go on",
 				"server", c.name, "method", ex.Method, "dropped", n, "bound_messages", relay.OutboxMessages, "bound_bytes", relay.OutboxBytes)

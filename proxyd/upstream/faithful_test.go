@@ -322,6 +322,7 @@ func TestStdioStalledClientHoldsUpOnlyItsCall(t *testing.T) {
 
 	const flood = relay.OutboxMessages + 100
 	h := newStalledHandler(t)
+	h.accepts = map[string]bool{string(mcp.MethodElicitationCreate): true}
 	stalled := make(chan error, 1)
 	go func() {
 		_, err := c.Relay(context.Background(), callExchange("flood", fmt.Sprintf(`{"n":%d}`, flood), h, true))
@@ -340,6 +341,21 @@ func TestStdioStalledClientHoldsUpOnlyItsCall(t *testing.T) {
 	case err := <-stalled:
 		t.Fatalf("the stalled call returned (%v) before its client took its notifications", err)
 	default:
+	}
+	// With its result in, the stalled call waits only for its client:
+	// it is no longer a call the server's requests could be meant for,
+	// so another client's call is asked, not refused as one of two.
+	waitfor.Cond(t, 10*time.Second, "the stalled call to have its result", func() (bool, string) {
+		c.routes.mu.Lock()
+		defer c.routes.mu.Unlock()
+		return len(c.routes.inflight) == 0, fmt.Sprintf("%d calls in flight", len(c.routes.inflight))
+	})
+	other := &recordingHandler{accepts: map[string]bool{string(mcp.MethodElicitationCreate): true},
+		answer: func(string, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`{"action":"decline"}`), nil
+		}}
+	if _, err := c.Relay(ctx, callExchange("ask", `{}`, other, false)); err != nil || len(other.asked) != 1 || len(h.asked) != 0 {
+		t.Fatalf("a call asking for input while another client stalls: %v; asked %v, the stalled client %v", err, other.asked, h.asked)
 	}
 
 	close(h.release)
