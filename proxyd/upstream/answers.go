@@ -67,9 +67,13 @@ func (a *answers) deliver(m relay.Message) bool {
 
 // end fails the requests waiting with err; those waiting for a limit
 // have it recorded first, since they return once done closes and their
-// classification reads it.
+// classification reads it. Only the first end counts.
 func (a *answers) end(err error) {
 	a.mu.Lock()
+	if a.pending == nil {
+		a.mu.Unlock()
+		return
+	}
 	waiting := a.pending
 	a.pending, a.err = nil, err
 	a.mu.Unlock()
