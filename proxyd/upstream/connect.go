@@ -55,7 +55,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		ws := append(c.opts.wrappers(), func(_ string, next http.RoundTripper) http.RoundTripper {
 			return standingTransport{next: next, list: &c.standing,
 				route: func(m relay.Message) bool { return link.route(c, m) },
-				onEnd: func() { c.sseEnded(link) }}
+				onEnd: func(err error) { c.sseEnded(link, err) }}
 		})
 		hc, err := newHTTPClient(s, ws, c.streamBounds(), false)
 		if err != nil {

@@ -52,17 +52,25 @@ func (l *sseLink) route(c *Conn, m relay.Message) bool {
 	return c.standingMessage(m)
 }
 
-// sseEnded ends the calls waiting on link's stream. The stream carries
-// everything the server sends: when it ends under a live connection
-// (the server restarted, say), the connection is lost and made again.
-// When proxyd closes the connection itself, it has let go of it first.
-func (c *Conn) sseEnded(link *sseLink) {
-	link.end(errSSEEnded)
+// sseEnded ends the calls waiting on link's stream, which its read
+// ended with err: a bound the stream broke (an event past
+// max_response_bytes, say) is theirs too, else the stream's end. The
+// stream carries everything the server sends: when it ends under a live
+// connection (the server restarted, say), the connection is lost and
+// made again. When proxyd closes the connection itself, it has let go
+// of it first.
+func (c *Conn) sseEnded(link *sseLink, err error) {
+	ended := errSSEEnded
+	var le *callerr.LimitError
+	if errors.As(err, &le) {
+		ended = le
+	}
+	link.end(ended)
 	c.mu.RLock()
 	live := c.cl != nil && sseOf(c.cl) == link
 	c.mu.RUnlock()
 	if live {
-		c.streamBroke(errSSEEnded)
+		c.streamBroke(ended)
 	}
 }
 

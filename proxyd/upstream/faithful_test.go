@@ -402,7 +402,8 @@ func (l *lockedBuffer) String() string {
 // progress notification, a log message and an elicitation request on the
 // event stream and returns the elicitation's answer and the call's
 // request as the bytes it read; "fail" answers with a JSON-RPC error;
-// "drop" ends the event stream without an answer.
+// "drop" ends the event stream without an answer; "huge" answers with an
+// event of 64 KiB.
 func rawSSEServer(t *testing.T, streams *atomic.Int64) string {
 	t.Helper()
 	events := make(chan string, 16)
@@ -452,7 +453,7 @@ func rawSSEServer(t *testing.T, streams *atomic.Int64) string {
 		case m.Method == "initialize":
 			answer(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"raw-sse","version":"1"}}`)
 		case m.Method == "tools/list":
-			answer(`{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"fail","inputSchema":{"type":"object"}},{"name":"drop","inputSchema":{"type":"object"}}]}`)
+			answer(`{"tools":[{"name":"ask","inputSchema":{"type":"object"}},{"name":"fail","inputSchema":{"type":"object"}},{"name":"drop","inputSchema":{"type":"object"}},{"name":"huge","inputSchema":{"type":"object"}}]}`)
 		case m.Method == "tools/call" && m.Params.Name == "ask":
 			if len(m.Params.Meta.ProgressToken) > 0 {
 				send(`{"jsonrpc":"2.0","method":"notifications/progress","params":`+rawProgress+`}`, m.Params.Meta.ProgressToken)
@@ -467,6 +468,8 @@ func rawSSEServer(t *testing.T, streams *atomic.Int64) string {
 			send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no such thing"}}`, m.ID)
 		case m.Method == "tools/call" && m.Params.Name == "drop":
 			drop <- struct{}{}
+		case m.Method == "tools/call" && m.Params.Name == "huge":
+			answer(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 64<<10) + `"}]}`)
 		case len(m.ID) > 0 && m.Method != "":
 			answer(`{}`)
 		}
@@ -519,5 +522,24 @@ func TestSSERelaysBytesAsTheyCame(t *testing.T) {
 	waitState(t, c, api.StateReady)
 	if _, _, err := recordedCallOn(t, c, "fail"); !errors.As(err, &rpc) || rpc.Code != -32602 {
 		t.Fatalf("a call after the new stream: %v, want the server's -32602", err)
+	}
+}
+
+// An sse transport's event past max_response_bytes fails the call waiting
+// for it with the limit (its answer was that event), and the server,
+// whose one stream carries everything, shows the bound as its error.
+func TestSSEEventBounded(t *testing.T) {
+	var streams atomic.Int64
+	s := config.Server{Name: "rawsse", URL: rawSSEServer(t, &streams), Transport: config.TransportSSE, MaxResponseBytes: 32 << 10}
+	c, rec, err := recordedCall(t, s, "huge")
+	var le *callerr.LimitError
+	if !errors.As(err, &le) || le.Limit != "max_response_bytes" {
+		t.Fatalf("err %v, want the max_response_bytes limit", err)
+	}
+	if rec.Facts().Limit == nil {
+		t.Error("the limit is not recorded for the call's classification")
+	}
+	if st := waitState(t, c, api.StateError); !strings.Contains(st.LastError, "max_response_bytes") {
+		t.Errorf("last error %q does not name the bound", st.LastError)
 	}
 }

@@ -104,7 +104,7 @@ type standingStream struct {
 	rc    io.ReadCloser
 	list  *standings
 	route func(m relay.Message) bool // true: taken, not passed on
-	onEnd func()                     // called once when the stream ends; nil: nothing to do
+	onEnd func(err error)            // called once when the stream ends, with the read's error (nil: closed); nil: nothing to do
 	// counts is the connection the stream came on, when it is the
 	// stream's alone (HTTP/1): its bytes taken by the reader are counted.
 	counts *countedConn
@@ -206,7 +206,7 @@ func (st *standingStream) fill() {
 		// library as it is, which decides what it means.
 		st.out = append(append(st.out, st.event...), st.in...)
 		st.event, st.in, st.err = nil, nil, err
-		st.end()
+		st.end(err)
 	}
 }
 
@@ -236,12 +236,12 @@ func (st *standingStream) line(l []byte) {
 }
 
 func (st *standingStream) Close() error {
-	st.end()
+	st.end(nil)
 	return st.rc.Close()
 }
 
 // end takes the stream off its connection's list and frees its waiters.
-func (st *standingStream) end() {
+func (st *standingStream) end(err error) {
 	st.mu.Lock()
 	first := !st.ended
 	st.ended = true
@@ -253,7 +253,7 @@ func (st *standingStream) end() {
 	if first {
 		st.list.remove(st)
 		if st.onEnd != nil {
-			st.onEnd()
+			st.onEnd(err)
 		}
 	}
 }
@@ -264,7 +264,7 @@ type standingTransport struct {
 	next  http.RoundTripper
 	list  *standings
 	route func(m relay.Message) bool
-	onEnd func() // see standingStream.onEnd
+	onEnd func(error) // see standingStream.onEnd
 }
 
 // callStreamKey marks a GET that resumes a call's own answer.
