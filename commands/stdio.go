@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/mcpx-dev/mcpx/internal/retryafter"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -690,6 +691,7 @@ func (b *bridge) listen(parent context.Context) {
 	sid, version, gen := b.sid, b.version, b.gen
 	b.mu.Unlock()
 	go func() {
+		failures := 0 // GETs in a row that opened no stream
 		for ctx.Err() == nil {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
 			if err != nil {
@@ -699,9 +701,13 @@ func (b *bridge) listen(parent context.Context) {
 			req.Header.Set("Mcp-Session-Id", sid)
 			req.Header.Set("Mcp-Protocol-Version", version)
 			resp, err := b.hc.Do(req)
+			var asked time.Duration // the refusal's Retry-After
 			if err == nil {
 				if resp.StatusCode == http.StatusOK {
 					_ = readEvents(resp.Body, b.line)
+					failures = 0
+				} else {
+					asked = retryafter.FromResponse(resp, time.Now())
 				}
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusNotFound {
@@ -720,10 +726,26 @@ func (b *bridge) listen(parent context.Context) {
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Second):
+			case <-time.After(listenRetry(failures, asked)):
 			}
+			failures++
 		}
 	}()
+}
+
+// maxListenRetry bounds the bridge's wait between GETs.
+const maxListenRetry = 30 * time.Second
+
+// listenRetry is how long the bridge waits before it opens its GET stream
+// again after failures GETs in a row that opened none (0: the stream
+// opened, then ended): what a refusal's Retry-After asks (proxyd's at its
+// cap of open streams), else a second, doubling with each failure; at
+// most maxListenRetry either way.
+func listenRetry(failures int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, maxListenRetry)
+	}
+	return min(time.Second<<min(failures, 5), maxListenRetry)
 }
 
 func (b *bridge) stopListening() {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The bridge's own error answers are JSON whatever their message holds:
@@ -127,5 +128,32 @@ func TestRefusal(t *testing.T) {
 		if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(tt.want), &w) != nil || !reflect.DeepEqual(g, w) {
 			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// The bridge's GET stream is opened again after a second, later after
+// each refusal in a row, or when a refusal's Retry-After says, within a
+// bound: a bridge left refused (proxyd at its cap of open streams) does
+// not ask every second.
+func TestListenRetry(t *testing.T) {
+	tests := []struct {
+		name       string
+		failures   int
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"after a stream ended", 0, 0, time.Second},
+		{"after one refusal", 1, 0, 2 * time.Second},
+		{"after four", 4, 0, 16 * time.Second},
+		{"after many", 40, 0, maxListenRetry},
+		{"as Retry-After asks", 3, 5 * time.Second, 5 * time.Second},
+		{"Retry-After bounded", 0, time.Hour, maxListenRetry},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := listenRetry(tt.failures, tt.retryAfter); got != tt.want {
+				t.Errorf("listenRetry(%d, %s) = %s, want %s", tt.failures, tt.retryAfter, got, tt.want)
+			}
+		})
 	}
 }
