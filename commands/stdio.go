@@ -691,7 +691,7 @@ func (b *bridge) listen(parent context.Context) {
 	sid, version, gen := b.sid, b.version, b.gen
 	b.mu.Unlock()
 	go func() {
-		failures := 0 // GETs in a row that opened no stream
+		refusals := 0 // GETs in a row proxyd answered without a stream
 		for ctx.Err() == nil {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
 			if err != nil {
@@ -701,12 +701,17 @@ func (b *bridge) listen(parent context.Context) {
 			req.Header.Set("Mcp-Session-Id", sid)
 			req.Header.Set("Mcp-Protocol-Version", version)
 			resp, err := b.hc.Do(req)
-			var asked time.Duration // the refusal's Retry-After
-			if err == nil {
+			var asked time.Duration // a refusal's Retry-After
+			if err != nil {
+				// Not answered at all, proxyd is away: its return is
+				// looked for every second.
+				refusals = 0
+			} else {
 				if resp.StatusCode == http.StatusOK {
 					_ = readEvents(resp.Body, b.line)
-					failures = 0
+					refusals = 0
 				} else {
+					refusals++
 					asked = retryafter.FromResponse(resp, time.Now())
 				}
 				resp.Body.Close()
@@ -726,9 +731,8 @@ func (b *bridge) listen(parent context.Context) {
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(listenRetry(failures, asked)):
+			case <-time.After(listenRetry(refusals, asked)):
 			}
-			failures++
 		}
 	}()
 }
@@ -737,15 +741,15 @@ func (b *bridge) listen(parent context.Context) {
 const maxListenRetry = 30 * time.Second
 
 // listenRetry is how long the bridge waits before it opens its GET stream
-// again after failures GETs in a row that opened none (0: the stream
-// opened, then ended): what a refusal's Retry-After asks (proxyd's at its
-// cap of open streams), else a second, doubling with each failure; at
-// most maxListenRetry either way.
-func listenRetry(failures int, retryAfter time.Duration) time.Duration {
+// again after refusals answers in a row that opened none (0: the stream
+// opened and ended, or proxyd did not answer): what a refusal's
+// Retry-After asks (proxyd's at its cap of open streams), else a second,
+// doubling with each refusal; at most maxListenRetry either way.
+func listenRetry(refusals int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
 		return min(retryAfter, maxListenRetry)
 	}
-	return min(time.Second<<min(failures, 5), maxListenRetry)
+	return min(time.Second<<min(refusals, 5), maxListenRetry)
 }
 
 func (b *bridge) stopListening() {

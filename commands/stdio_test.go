@@ -133,8 +133,8 @@ func TestRefusal(t *testing.T) {
 
 // The bridge's GET stream is opened again after a second, later after
 // each refusal in a row, or when a refusal's Retry-After says, within a
-// bound: a bridge left refused (proxyd at its cap of open streams) does
-// not ask every second.
+// bound: a bridge proxyd keeps refusing (at its cap of open streams)
+// does not ask every second.
 func TestListenRetry(t *testing.T) {
 	tests := []struct {
 		name       string
