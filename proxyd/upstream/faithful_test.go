@@ -216,23 +216,37 @@ func TestStdioErrorCodeRecorded(t *testing.T) {
 	}
 }
 
-// A stdout line past max_response_bytes fails the call with the limit and
-// ends the server, whose state says why; proxyd's memory does not follow
-// the line.
-func TestStdioLineBounded(t *testing.T) {
-	s := rawChildServer(t)
-	s.MaxResponseBytes = 32 << 10
-	c, rec, err := recordedCall(t, s, "huge")
-	var le *callerr.LimitError
-	if !errors.As(err, &le) || le.Limit != "max_response_bytes" {
-		t.Fatalf("err %v, want the max_response_bytes limit", err)
-	}
-	if rec.Facts().Limit == nil {
-		t.Error("the limit is not recorded for the call's classification")
-	}
-	st := waitState(t, c, api.StateError)
-	if !strings.Contains(st.LastError, "stdout line longer than max_response_bytes") {
-		t.Errorf("last error %q does not name the bound", st.LastError)
+// A message past max_response_bytes fails the call waiting for it with
+// the limit, and ends the connection, whose state says why; proxyd's
+// memory does not follow the message. On stdio it is a stdout line and
+// the server is ended; on the sse transport an event of the one stream
+// that carries everything.
+func TestMessagePastMaxResponseBytes(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		server func(t *testing.T) config.Server
+		named  string // in the server's last error
+	}{
+		{"stdio", rawChildServer, "stdout line longer than max_response_bytes"},
+		{"sse", func(t *testing.T) config.Server {
+			return config.Server{Name: "rawsse", URL: rawSSEServer(t, new(atomic.Int64)), Transport: config.TransportSSE}
+		}, "max_response_bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.server(t)
+			s.MaxResponseBytes = 32 << 10
+			c, rec, err := recordedCall(t, s, "huge")
+			var le *callerr.LimitError
+			if !errors.As(err, &le) || le.Limit != "max_response_bytes" {
+				t.Fatalf("err %v, want the max_response_bytes limit", err)
+			}
+			if rec.Facts().Limit == nil {
+				t.Error("the limit is not recorded for the call's classification")
+			}
+			if st := waitState(t, c, api.StateError); !strings.Contains(st.LastError, tt.named) {
+				t.Errorf("last error %q does not name the bound", st.LastError)
+			}
+		})
 	}
 }
 
@@ -522,24 +536,5 @@ func TestSSERelaysBytesAsTheyCame(t *testing.T) {
 	waitState(t, c, api.StateReady)
 	if _, _, err := recordedCallOn(t, c, "fail"); !errors.As(err, &rpc) || rpc.Code != -32602 {
 		t.Fatalf("a call after the new stream: %v, want the server's -32602", err)
-	}
-}
-
-// An sse transport's event past max_response_bytes fails the call waiting
-// for it with the limit (its answer was that event), and the server,
-// whose one stream carries everything, shows the bound as its error.
-func TestSSEEventBounded(t *testing.T) {
-	var streams atomic.Int64
-	s := config.Server{Name: "rawsse", URL: rawSSEServer(t, &streams), Transport: config.TransportSSE, MaxResponseBytes: 32 << 10}
-	c, rec, err := recordedCall(t, s, "huge")
-	var le *callerr.LimitError
-	if !errors.As(err, &le) || le.Limit != "max_response_bytes" {
-		t.Fatalf("err %v, want the max_response_bytes limit", err)
-	}
-	if rec.Facts().Limit == nil {
-		t.Error("the limit is not recorded for the call's classification")
-	}
-	if st := waitState(t, c, api.StateError); !strings.Contains(st.LastError, "max_response_bytes") {
-		t.Errorf("last error %q does not name the bound", st.LastError)
 	}
 }
