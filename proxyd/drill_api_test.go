@@ -137,6 +137,12 @@ func TestSessionDrill(t *testing.T) {
 			if !strings.Contains(metrics, `mcpx_session_reinits_total{server="fx"} 1`) {
 				t.Errorf("metrics lack the re-init counter:\n%s", grep(metrics, "mcpx_session"))
 			}
+			// The other counters each connection and the endpoint keep.
+			for _, want := range []string{`mcpx_notifications_dropped_total{server="fx"} 0`, "mcpx_listen_notifications_dropped_total 0"} {
+				if !strings.Contains(metrics, want) {
+					t.Errorf("metrics lack %s:\n%s", want, grep(metrics, "dropped"))
+				}
+			}
 		})
 	}
 }

@@ -21,14 +21,16 @@ type metrics struct {
 	streams *streamsCollector
 }
 
-// reinitCollector reports each connection's session re-init counter
-// (kept by the connection itself) as mcpx_session_reinits_total{server}.
+// reinitCollector reports the counters each connection keeps itself:
+// its session re-inits as mcpx_session_reinits_total{server} and the
+// notifications dropped for its calls' slow clients as
+// mcpx_notifications_dropped_total{server}.
 type reinitCollector struct {
-	desc  *prometheus.Desc
-	conns atomic.Pointer[func() []*upstream.Conn]
+	desc, dropped *prometheus.Desc
+	conns         atomic.Pointer[func() []*upstream.Conn]
 }
 
-func (r *reinitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+func (r *reinitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc; ch <- r.dropped }
 
 func (r *reinitCollector) Collect(ch chan<- prometheus.Metric) {
 	list := r.conns.Load()
@@ -37,18 +39,22 @@ func (r *reinitCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, c := range (*list)() {
 		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.CounterValue, float64(c.Status().Reinits), c.Name())
+		ch <- prometheus.MustNewConstMetric(r.dropped, prometheus.CounterValue, float64(c.NotificationsDropped()), c.Name())
 	}
 }
 
 // streamsCollector reports the downstream endpoint's open streams as
 // mcpx_downstream_open_streams{kind}: relayed requests being answered and
-// subscriptions/listen streams (each ends when its client leaves).
+// subscriptions/listen streams (each ends when its client leaves); and
+// the notifications dropped for listen streams' slow clients as
+// mcpx_listen_notifications_dropped_total.
 type streamsCollector struct {
-	desc *prometheus.Desc
-	open atomic.Pointer[func() (requests, listens int64)]
+	desc, dropped *prometheus.Desc
+	open          atomic.Pointer[func() (requests, listens int64)]
+	listenDropped atomic.Pointer[func() int64]
 }
 
-func (s *streamsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+func (s *streamsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc; ch <- s.dropped }
 
 func (s *streamsCollector) Collect(ch chan<- prometheus.Metric) {
 	open := s.open.Load()
@@ -58,11 +64,17 @@ func (s *streamsCollector) Collect(ch chan<- prometheus.Metric) {
 	requests, listens := (*open)()
 	ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(requests), "request")
 	ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(listens), "listen")
+	if dropped := s.listenDropped.Load(); dropped != nil {
+		ch <- prometheus.MustNewConstMetric(s.dropped, prometheus.CounterValue, float64((*dropped)()))
+	}
 }
 
 // trackStreams names where the endpoint's counts are (the endpoint
 // exists only after the metrics).
-func (m *metrics) trackStreams(open func() (requests, listens int64)) { m.streams.open.Store(&open) }
+func (m *metrics) trackStreams(open func() (requests, listens int64), listenDropped func() int64) {
+	m.streams.open.Store(&open)
+	m.streams.listenDropped.Store(&listenDropped)
+}
 
 // trackReinits names where the connections are (the manager exists only
 // after the metrics).
@@ -81,9 +93,13 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"server"}),
 		reinits: &reinitCollector{desc: prometheus.NewDesc("mcpx_session_reinits_total",
-			"Upstream session re-initialisations after a forgotten session, by server.", []string{"server"}, nil)},
+			"Upstream session re-initialisations after a forgotten session, by server.", []string{"server"}, nil),
+			dropped: prometheus.NewDesc("mcpx_notifications_dropped_total",
+				"A server's notifications dropped for clients of its calls that did not read them (past the bound one call holds), by server.", []string{"server"}, nil)},
 		streams: &streamsCollector{desc: prometheus.NewDesc("mcpx_downstream_open_streams",
-			"Relayed requests (kind=request) and subscriptions/listen streams (kind=listen) the MCP endpoint is serving now.", []string{"kind"}, nil)},
+			"Relayed requests (kind=request) and subscriptions/listen streams (kind=listen) the MCP endpoint is serving now.", []string{"kind"}, nil),
+			dropped: prometheus.NewDesc("mcpx_listen_notifications_dropped_total",
+				"Notifications dropped for subscriptions/listen clients that did not read them (past the bound one stream holds).", nil, nil)},
 	}
 	// The processor count itself is the Go collector's
 	// go_sched_gomaxprocs_threads; how often it changes is ours.

@@ -102,6 +102,9 @@ type Server struct {
 	// streams being served (OpenStreams); gets counts the legacy
 	// sessions' GET streams.
 	relaying, listening, gets atomic.Int64
+	// listenDropped counts the notifications dropped for listen streams'
+	// clients that did not read them (see relay.Outbox).
+	listenDropped atomic.Int64
 	// maxStreams bounds the GET and listen streams open at once (0: no
 	// bound; see SetStreamLimit).
 	maxStreams atomic.Int64
@@ -220,6 +223,10 @@ func (s *Server) Naming() Naming {
 func (s *Server) OpenStreams() (requests, listens int64) {
 	return s.relaying.Load(), s.listening.Load()
 }
+
+// ListenNotificationsDropped counts the notifications dropped for
+// subscriptions/listen clients that did not read them.
+func (s *Server) ListenNotificationsDropped() int64 { return s.listenDropped.Load() }
 
 // SetStreamLimit bounds the GET and listen streams open at once. Each holds
 // a connection for as long as its client listens, and the connection cap

@@ -345,12 +345,13 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, msg relay.Messag
 		select {
 		case <-r.Context().Done():
 			x.peer.close()
-			x.out.Close()
+			s.listenDropped.Add(int64(x.out.Close()))
 			return true
 		case <-s.listeners.done:
 		}
 	}
 	if n := x.out.Close(); n > 0 {
+		s.listenDropped.Add(int64(n))
 		s.log.Warn("dropped notifications for a subscriptions/listen client that did not read its stream: past the bound proxyd holds for one client, so that the server's other clients go on",
 			"dropped", n, "bound_messages", relay.OutboxMessages, "bound_bytes", relay.OutboxBytes)
 	}

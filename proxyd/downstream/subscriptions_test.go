@@ -127,7 +127,7 @@ func TestSubscriptionsBounded(t *testing.T) {
 	for i := range uris {
 		uris[i] = `"` + file(99, i) + `"`
 	}
-	ack := listen(t, url, uris...)
+	ack, _ := listen(t, url, uris...)
 	if got := strings.Count(ack, "file:///alpha/s99-"); got != maxClientSubscriptions {
 		t.Fatalf("the listen stream was acknowledged with %d URIs, want %d: %.300s", got, maxClientSubscriptions, ack)
 	}
@@ -144,7 +144,8 @@ func TestListenerNotReadingHoldsUpNoOne(t *testing.T) {
 	b := &subBackend{held: map[string]int{}}
 	s, srv := startEndpoint(t, b)
 	const uri = "file:///alpha/readme.txt"
-	if ack := listen(t, srv.URL+"/mcp", `"`+uri+`"`); !strings.Contains(ack, uri) {
+	ack, leave := listen(t, srv.URL+"/mcp", `"`+uri+`"`)
+	if !strings.Contains(ack, uri) {
 		t.Fatalf("the listen stream's acknowledgement: %q", ack)
 	}
 	// The client reads no more. Far more than the connection's buffers
@@ -163,12 +164,20 @@ func TestListenerNotReadingHoldsUpNoOne(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("passing %d updates (%d MiB) to a client that does not read did not return", updates, updates*len(params)>>20)
 	}
+	// What passed the bound is counted once the stream ends (here with
+	// its client, which goes).
+	leave()
+	waitfor.Cond(t, 10*time.Second, "the updates past the bound counted", func() (bool, string) {
+		n := s.ListenNotificationsDropped()
+		return n > 0 && n < updates, fmt.Sprintf("%d dropped", n)
+	})
 }
 
 // listen opens a modern client's subscriptions/listen stream for uris
 // (JSON strings) and returns its acknowledgement's data line; the stream
-// stays open, unread after it, until the test ends.
-func listen(t *testing.T, url string, uris ...string) string {
+// stays open, unread after it, until the test ends or leave is called
+// (the client goes).
+func listen(t *testing.T, url string, uris ...string) (ack string, leave func()) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` + strings.Join(uris, ",") +
 		`]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
@@ -187,10 +196,10 @@ func listen(t *testing.T, url string, uris ...string) string {
 	t.Cleanup(func() { resp.Body.Close() })
 	for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
 		if strings.HasPrefix(sc.Text(), "data:") {
-			return sc.Text()
+			return sc.Text(), cancel
 		}
 	}
-	return ""
+	return "", cancel
 }
 
 // Subscribes of one session made at once stay within its bound: each

@@ -113,6 +113,7 @@ type Conn struct {
 	forged  atomic.Pointer[forgedSession]
 
 	reinits  atomic.Int64
+	dropped  atomic.Int64 // notifications dropped for calls' slow clients (see relay.Outbox)
 	inflight sync.WaitGroup
 	child    child       // the stdio process, to explain an early exit
 	signIn   atomic.Bool // the last connect failed for want of a sign-in
@@ -150,6 +151,10 @@ func newConn(parent context.Context, s config.Server, opts *Options) *Conn {
 
 // Name is the server's configured name.
 func (c *Conn) Name() string { return c.name }
+
+// NotificationsDropped counts the server's notifications dropped for
+// clients of its calls that did not read them (see relay.Outbox).
+func (c *Conn) NotificationsDropped() int64 { return c.dropped.Load() }
 
 // Config is the server's configuration.
 func (c *Conn) Config() config.Server { return c.cfg }

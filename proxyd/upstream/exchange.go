@@ -337,6 +337,7 @@ func (c *Conn) Relay(ctx context.Context, ex *Exchange) (json.RawMessage, error)
 	defer func() {
 		c.routes.remove(x)
 		if n := x.end(); n > 0 {
+			c.dropped.Add(int64(n))
 			c.opts.logger().Warn("dropped notifications for a client that did not read its stream: past the bound proxyd holds for one call, so that the server's other calls go on",
 				"server", c.name, "method", ex.Method, "dropped", n, "bound_messages", relay.OutboxMessages, "bound_bytes", relay.OutboxBytes)
 		}

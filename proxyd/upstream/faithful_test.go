@@ -391,6 +391,9 @@ func TestStdioStalledClientHoldsUpOnlyItsCall(t *testing.T) {
 	if want := fmt.Sprintf("dropped=%d", flood-len(got)); !strings.Contains(logs.String(), want) {
 		t.Errorf("the log does not say %s:\n%s", want, logs.String())
 	}
+	if n := c.NotificationsDropped(); n != int64(flood-len(got)) {
+		t.Errorf("the server counts %d notifications dropped, want %d", n, flood-len(got))
+	}
 }
 
 // lockedBuffer is a log's writer, read while the log is written.
