@@ -17,28 +17,28 @@ type metrics struct {
 	reg     *prometheus.Registry
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
-	reinits *reinitCollector
+	conns   *connCollector
 	streams *streamsCollector
 }
 
-// reinitCollector reports the counters each connection keeps itself:
+// connCollector reports the counters each connection keeps itself:
 // its session re-inits as mcpx_session_reinits_total{server} and the
 // notifications dropped for its calls' slow clients as
 // mcpx_notifications_dropped_total{server}.
-type reinitCollector struct {
-	desc, dropped *prometheus.Desc
-	conns         atomic.Pointer[func() []*upstream.Conn]
+type connCollector struct {
+	reinits, dropped *prometheus.Desc
+	conns            atomic.Pointer[func() []*upstream.Conn]
 }
 
-func (r *reinitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc; ch <- r.dropped }
+func (r *connCollector) Describe(ch chan<- *prometheus.Desc) { ch <- r.reinits; ch <- r.dropped }
 
-func (r *reinitCollector) Collect(ch chan<- prometheus.Metric) {
+func (r *connCollector) Collect(ch chan<- prometheus.Metric) {
 	list := r.conns.Load()
 	if list == nil {
 		return
 	}
 	for _, c := range (*list)() {
-		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.CounterValue, float64(c.Status().Reinits), c.Name())
+		ch <- prometheus.MustNewConstMetric(r.reinits, prometheus.CounterValue, float64(c.Status().Reinits), c.Name())
 		ch <- prometheus.MustNewConstMetric(r.dropped, prometheus.CounterValue, float64(c.NotificationsDropped()), c.Name())
 	}
 }
@@ -76,9 +76,9 @@ func (m *metrics) trackStreams(open func() (requests, listens int64), listenDrop
 	m.streams.listenDropped.Store(&listenDropped)
 }
 
-// trackReinits names where the connections are (the manager exists only
+// trackConns names where the connections are (the manager exists only
 // after the metrics).
-func (m *metrics) trackReinits(list func() []*upstream.Conn) { m.reinits.conns.Store(&list) }
+func (m *metrics) trackConns(list func() []*upstream.Conn) { m.conns.conns.Store(&list) }
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -92,7 +92,7 @@ func newMetrics() *metrics {
 			Help:    "Latency of tool calls through proxyd by server.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"server"}),
-		reinits: &reinitCollector{desc: prometheus.NewDesc("mcpx_session_reinits_total",
+		conns: &connCollector{reinits: prometheus.NewDesc("mcpx_session_reinits_total",
 			"Upstream session re-initialisations after a forgotten session, by server.", []string{"server"}, nil),
 			dropped: prometheus.NewDesc("mcpx_notifications_dropped_total",
 				"A server's notifications dropped for clients of its calls that did not read them (past the bound one call holds), by server.", []string{"server"}, nil)},
@@ -107,7 +107,7 @@ func newMetrics() *metrics {
 		Name: "mcpx_processor_changes_total",
 		Help: "Changes of proxyd's processor count (GOMAXPROCS) by its one-processor-while-calls-do-not-overlap policy.",
 	}, func() float64 { return float64(procs.Changes()) })
-	m.reg.MustRegister(m.calls, m.latency, m.reinits, m.streams, changes, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.calls, m.latency, m.conns, m.streams, changes, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

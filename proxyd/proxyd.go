@@ -188,7 +188,7 @@ func Run(ctx context.Context, opts Options) error {
 	d.down = downstream.New(d, opts.Version, d.log)
 	d.down.SetSessionLimits(cfg.Limits.MaxSessions, time.Duration(cfg.Limits.SessionIdleTimeout))
 	// The re-init counter lives on each connection; metrics read it there.
-	d.metrics.trackReinits(d.mgr.List)
+	d.metrics.trackConns(d.mgr.List)
 	d.metrics.trackStreams(d.down.OpenStreams, d.down.ListenNotificationsDropped)
 
 	listen := cfg.ListenAddr()

@@ -221,12 +221,12 @@ func (s *session) subscribe(uri, srv string) (string, bool) {
 }
 
 // holder returns the server the session's subscription to uri is held
-// by (false when the session is not subscribed) and how many it holds.
-func (s *session) holder(uri string) (string, bool, int) {
+// by (false when the session is not subscribed).
+func (s *session) holder(uri string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	srv, ok := s.subs[uri]
-	return srv, ok, len(s.subs)
+	return srv, ok
 }
 
 // reserve is holder for a subscribe: when the session holds no
@@ -409,7 +409,7 @@ func (s *Server) Notify(server, method string, params json.RawMessage) {
 		// that lists the same URI (the first lists it, see the routing
 		// table) is not what the client subscribed to.
 		s.sessions.each(func(sess *session) {
-			if held, ok, _ := sess.holder(uri); ok && held == server {
+			if held, ok := sess.holder(uri); ok && held == server {
 				s.toSession(sess.id, method, params)
 			}
 		})
