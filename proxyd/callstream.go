@@ -54,6 +54,11 @@ type cliPeer struct {
 	cancel context.CancelFunc
 	level  int // the call's log level's rank (-1: none asked, all shown)
 
+	// asks are the upstream's requests being put to the CLI: the result
+	// waits for them, so that a request the call's end made void is
+	// said to be void (input_cancelled) before the result.
+	asks sync.WaitGroup
+
 	mu      sync.Mutex
 	w       http.ResponseWriter
 	ended   bool
@@ -106,6 +111,8 @@ func (p *cliPeer) Notify(method string, params json.RawMessage) {
 }
 
 func (p *cliPeer) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	p.asks.Add(1)
+	defer p.asks.Done()
 	p.mu.Lock()
 	p.seq++
 	id := "input-" + strconv.Itoa(p.seq)
@@ -181,6 +188,9 @@ func (d *Daemon) streamCall(ctx context.Context, w http.ResponseWriter, req api.
 		token: json.RawMessage(`"mcpx-call"`), logLevel: req.LogLevel,
 		callMeta: downstream.CallMeta{Client: "cli", RequestID: id}})
 	res := d.explainMissing(req, typed, callResponse(req, out))
+	// The call is over, so every request still put to the CLI is void
+	// (its context ended with the call) and returns at once.
+	p.asks.Wait()
 	p.send(api.CallEvent{Event: api.EventResult, Result: &res})
 	p.mu.Lock()
 	p.ended = true
