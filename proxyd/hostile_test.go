@@ -3,15 +3,19 @@ package proxyd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
 // socketPost posts body to path on the daemon's socket and returns the
@@ -177,5 +181,79 @@ func TestModernCancelEndsNoOnesCall(t *testing.T) {
 				t.Fatalf("notifications/cancelled: %d %s", resp.StatusCode, body)
 			}
 		}
+	}
+}
+
+// logBuffer is a daemon's log, read while it is written.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A client that stops reading its answer is disconnected after
+// limits.write_stall_timeout, said in the log and counted, instead of
+// holding its connection and proxyd's goroutine for as long as it likes;
+// other clients are served meanwhile.
+func TestEndpointCutsClientThatStopsReading(t *testing.T) {
+	fx, err := mcpserver.Start(mcpserver.Options{Era: mcpserver.EraBoth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fx.Close() })
+	logs := &logBuffer{}
+	td := startDaemon(t, "listen: 127.0.0.1:0\nlimits:\n  write_stall_timeout: 300ms\nservers:\n  - name: fx\n    url: "+fx.URL()+"\n",
+		func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	waitReady(t, td, "fx")
+	url, token := endpoint(t, td)
+	post, sid := legacySession(t, url, token)
+
+	// Calls of 512 KiB each, sent one after another on one connection
+	// whose answers (32 MiB, far more than the sockets hold) are never
+	// read.
+	c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const calls, size = 64, 512 << 10
+	go func() {
+		text := strings.Repeat("x", size)
+		for i := range calls {
+			req := legacyRequest(url, token, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":"big-%d","method":"tools/call","params":{"name":"fx__echo","arguments":{"text":"%s"}}}`, i, text))
+			if req.Write(c) != nil {
+				return // cut off
+			}
+		}
+	}()
+
+	waitfor.Cond(t, 20*time.Second, "the stalled client to be cut off", func() (bool, string) {
+		m, err := td.client.Metrics(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(m, "mcpx_write_stalls_total 1"), grep(m, "mcpx_write_stalls")
+	})
+	if !strings.Contains(logs.String(), "stopped taking what proxyd writes") || !strings.Contains(logs.String(), "limits.write_stall_timeout=300ms") {
+		t.Errorf("the log does not say why the client was cut off:\n%s", grep(logs.String(), "WARN"))
+	}
+	if n, _ := io.Copy(io.Discard, c); n >= calls*size {
+		t.Fatalf("the stalled client still got all its answers (%d bytes)", n)
+	}
+	// The session and the endpoint serve the next call.
+	r, body := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fx__echo","arguments":{"text":"after"}}}`)
+	if r.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"after"`) {
+		t.Fatalf("a call after the cut: %d %s", r.StatusCode, body)
 	}
 }

@@ -33,6 +33,15 @@ func (d *Daemon) newServers(lim config.Limits, mcpLn, sockLn net.Listener, mcpHa
 		d.log.Info("limits.max_connections lowered to fit the descriptor limit", "max_connections", endpointCap, "nofile", nofile)
 	}
 	s := servers{mcpLn: inbound.Limit(mcpLn, endpointCap), apiLn: inbound.Limit(sockLn, socketCap)}
+	stalls := prometheus.NewCounter(prometheus.CounterOpts{Name: "mcpx_write_stalls_total",
+		Help: "MCP clients disconnected for taking none of what proxyd wrote to them for limits.write_stall_timeout."})
+	// Only the endpoint's clients are cut off: the socket's are the user's
+	// own commands, which a paused pager may hold up as long as it likes.
+	s.mcpLn.BoundWrites(lim.WriteStall(), func(remote net.Addr, after time.Duration) {
+		stalls.Inc()
+		d.log.Warn("an MCP client stopped taking what proxyd writes to it; its connection was closed",
+			"remote", remote.String(), "limits.write_stall_timeout", after.String())
+	})
 	d.down.SetStreamLimit(max(endpointCap/2, 1))
 	body := func(h http.Handler) http.Handler {
 		return inbound.Bodies(h, lim.RequestBytes(), lim.BodyTimeout(), requestTooLarge)
@@ -43,7 +52,7 @@ func (d *Daemon) newServers(lim config.Limits, mcpLn, sockLn net.Listener, mcpHa
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
 	}
 	const conns, sessions = "Open connections by listener.", "Live downstream sessions, as proxyd and the MCP library count them."
-	d.metrics.reg.MustRegister(
+	d.metrics.reg.MustRegister(stalls,
 		gauge("mcpx_open_connections", conns, prometheus.Labels{"listener": "mcp"}, func() float64 { return float64(s.mcpLn.Open()) }),
 		gauge("mcpx_open_connections", conns, prometheus.Labels{"listener": "socket"}, func() float64 { return float64(s.apiLn.Open()) }),
 		gauge("mcpx_downstream_sessions", sessions, prometheus.Labels{"holder": "proxyd"}, func() float64 { l, _ := d.down.Sessions(); return float64(l) }),

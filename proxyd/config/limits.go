@@ -21,6 +21,9 @@ type Limits struct {
 	ReadTimeout Duration `yaml:"read_timeout,omitempty" json:"read_timeout,omitempty"`
 	// IdleTimeout closes a keep-alive connection with no request.
 	IdleTimeout Duration `yaml:"idle_timeout,omitempty" json:"idle_timeout,omitempty"`
+	// WriteStallTimeout disconnects an MCP client that takes none of what
+	// proxyd writes to it (an answer, a stream) for this long.
+	WriteStallTimeout Duration `yaml:"write_stall_timeout,omitempty" json:"write_stall_timeout,omitempty"`
 	// MaxSessions caps live downstream sessions (legacy era); the least
 	// recently used ends first.
 	MaxSessions int `yaml:"max_sessions,omitempty" json:"max_sessions,omitempty"`
@@ -35,6 +38,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultReadTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
+	DefaultWriteStallTimeout = 30 * time.Second
 	// DefaultStreamIdleTimeout: a standing event stream with no complete
 	// line for this long is closed (and opened again).
 	DefaultStreamIdleTimeout = 5 * time.Minute
@@ -65,6 +69,12 @@ func (l Limits) KeepAliveTimeout() time.Duration {
 	return orDuration(l.IdleTimeout, DefaultIdleTimeout)
 }
 
+// WriteStall is how long a write to an MCP client may wait for it to take
+// any of it.
+func (l Limits) WriteStall() time.Duration {
+	return orDuration(l.WriteStallTimeout, DefaultWriteStallTimeout)
+}
+
 func orInt(v, def int) int {
 	if v <= 0 {
 		return def
@@ -85,6 +95,7 @@ var limitsFields = map[string]field{
 	"read_header_timeout":  {kind: kDuration, example: "read_header_timeout: 10s"},
 	"read_timeout":         {kind: kDuration, example: "read_timeout: 30s"},
 	"idle_timeout":         {kind: kDuration, example: "idle_timeout: 60s"},
+	"write_stall_timeout":  {kind: kDuration, example: "write_stall_timeout: 30s"},
 	"max_sessions":         {kind: kInt, example: "max_sessions: 1024"},
 	"session_idle_timeout": {kind: kDuration, example: "session_idle_timeout: 1h"},
 }
@@ -99,6 +110,7 @@ func (v *validator) limits(l Limits) {
 		{"read_header_timeout", l.ReadHeaderTimeout < 0},
 		{"read_timeout", l.ReadTimeout < 0},
 		{"idle_timeout", l.IdleTimeout < 0},
+		{"write_stall_timeout", l.WriteStallTimeout < 0},
 		{"max_sessions", l.MaxSessions < 0},
 		{"session_idle_timeout", l.SessionIdleTimeout < 0},
 	} {

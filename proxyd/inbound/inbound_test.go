@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,4 +196,121 @@ func TestBodiesDeadlineLiftedAfterRead(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d, want 200", resp.StatusCode)
 	}
+}
+
+// A client that stops reading is cut off after the stall bound: the
+// handler's write fails, its context ends, the hook hears of it once.
+// One that reads slowly, or waits between requests longer than the
+// bound, is served in full.
+func TestBoundWrites(t *testing.T) {
+	const stall = 400 * time.Millisecond
+	written := make(chan error, 4)
+	var cuts atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit(ln, 8)
+	l.BoundWrites(stall, func(remote net.Addr, after time.Duration) {
+		if after != stall || remote == nil {
+			t.Errorf("stall hook told %v after %v", remote, after)
+		}
+		cuts.Add(1)
+	})
+	srv := Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Length", fmt.Sprint(n))
+		_, err := w.Write(make([]byte, n))
+		if err == nil {
+			err = http.NewResponseController(w).Flush()
+		}
+		if err != nil && r.Context().Err() == nil {
+			err = fmt.Errorf("write failed (%w) but the request's context goes on", err)
+		}
+		written <- err
+	}), 5*time.Second, time.Minute, l)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := ln.Addr().String()
+
+	dial := func(t *testing.T) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	t.Run("stalled", func(t *testing.T) {
+		// Far more than the sockets hold while the client reads nothing.
+		const answer = 32 << 20
+		c := dial(t)
+		fmt.Fprintf(c, "GET /?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", answer)
+		select {
+		case err := <-written:
+			if err == nil || !strings.Contains(err.Error(), "timeout") {
+				t.Fatalf("the write to a client that does not read ended with %v, want its timeout", err)
+			}
+		case <-time.After(20 * stall):
+			t.Fatal("the write to a client that does not read is still waiting")
+		}
+		if cuts.Load() != 1 {
+			t.Fatalf("the stall hook ran %d times, want once", cuts.Load())
+		}
+		n, _ := io.Copy(io.Discard, c) // what the kernel held, then the end
+		if n >= answer {
+			t.Fatalf("the stalled client still got the whole answer (%d bytes)", n)
+		}
+		waitfor.True(t, 5*time.Second, "the connection's slot to be given back", func() bool { return l.Open() == 0 })
+	})
+
+	t.Run("slow reader", func(t *testing.T) {
+		cuts.Store(0)
+		// 256 KiB every 20 ms into a fixed receive buffer: the answer
+		// takes about three times the bound, and no 64 KiB of it waits
+		// more than a fraction of it (a bound on the whole write, which
+		// goes to the socket as one, would cut it).
+		const answer, step = 16 << 20, 256 << 10
+		c := dial(t)
+		if err := c.(*net.TCPConn).SetReadBuffer(step); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /?n=%d HTTP/1.1\r\nHost: x\r\n\r\n", answer)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		br := bufio.NewReaderSize(c, step)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		for {
+			<-tick.C
+			n, err := io.CopyN(io.Discard, resp.Body, step)
+			got += n
+			if err != nil {
+				break
+			}
+		}
+		if got != answer || cuts.Load() != 0 {
+			t.Fatalf("the slow reader got %d of %d bytes; %d cut", got, answer, cuts.Load())
+		}
+		if err := <-written; err != nil {
+			t.Fatal(err)
+		}
+
+		// The same connection after a pause longer than the bound (the
+		// deadline set for the answer above has passed; it must be moved,
+		// not cut the next answer at once).
+		<-time.After(2 * stall)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET /?n=10 HTTP/1.1\r\nHost: x\r\n\r\n")
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a request after a pause on the same connection: %v %v", resp, err)
+		}
+		if err := <-written; err != nil || cuts.Load() != 0 {
+			t.Fatalf("the answer after a pause: %v; %d cut", err, cuts.Load())
+		}
+	})
 }

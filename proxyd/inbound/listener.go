@@ -1,13 +1,18 @@
 // Package inbound bounds what proxyd's servers accept: open connections
 // per listener (below the descriptor limit), request headers, bodies and
-// keep-alive time, and the size of a request body.
+// keep-alive time, the size of a request body, and how long a write may
+// wait for a client that does not read.
 package inbound
 
 import (
+	"errors"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Listener caps the connections open at once on one listener. At the cap
@@ -25,6 +30,9 @@ type Listener struct {
 	mu    sync.Mutex
 	quiet map[net.Conn]uint64 // connections without a request in progress, by when they fell quiet
 	seq   uint64
+
+	stall   time.Duration // 0: writes wait as long as the peer lets them
+	onStall func(remote net.Addr, after time.Duration)
 }
 
 // Limit wraps ln with a cap of max open connections. Serve it with an
@@ -65,6 +73,16 @@ func (l *Listener) Accept() (net.Conn, error) {
 		case <-l.quieted:
 		}
 	}
+}
+
+// BoundWrites cuts off a peer that takes no part of a write for about
+// stall (between half of it and all of it): its connection is closed, so
+// the write fails, the request's context ends and its descriptor is
+// freed. A slow peer that keeps reading is never cut, however long a
+// large answer takes. onStall, if set, hears of each connection cut. Call
+// it before the listener is served.
+func (l *Listener) BoundWrites(stall time.Duration, onStall func(remote net.Addr, after time.Duration)) {
+	l.stall, l.onStall = stall, onStall
 }
 
 // ConnState tracks which connections are between requests; install it as
@@ -113,11 +131,89 @@ func (l *Listener) evictOldestQuiet() bool {
 	return true
 }
 
-// conn gives its slot back once, on Close.
+// conn gives its slot back once, on Close, and bounds its writes while
+// its listener does.
 type conn struct {
 	net.Conn
 	l    *Listener
 	once sync.Once
+
+	// deadline is the write deadline the stall bound last set (Unix ns),
+	// 0 when none is; explicit is set while a caller's own write deadline
+	// is in place, which the bound leaves alone.
+	deadline atomic.Int64
+	explicit atomic.Bool
+	cut      atomic.Bool
+}
+
+// stallChunk is the most of one write handed to the socket at a time
+// while writes are bounded, so that the bound is on the peer's progress
+// and not on how long a large answer takes to reach a slow reader.
+const stallChunk = 64 << 10
+
+func (c *conn) Write(p []byte) (int, error) {
+	stall := c.l.stall
+	if stall <= 0 || c.explicit.Load() {
+		return c.Conn.Write(p)
+	}
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), stallChunk)
+		c.armStall(stall)
+		m, err := c.Conn.Write(p[:k])
+		n += m
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !c.explicit.Load() {
+				c.stalled(stall)
+			}
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// armStall gives the next write at least half the bound: the deadline is
+// moved only when less than that is left, so a connection that writes
+// often sets it about twice per bound, not once per write.
+func (c *conn) armStall(stall time.Duration) {
+	now := time.Now()
+	if d := c.deadline.Load(); d != 0 && d-now.UnixNano() > int64(stall/2) {
+		return
+	}
+	at := now.Add(stall)
+	c.deadline.Store(at.UnixNano())
+	_ = c.Conn.SetWriteDeadline(at)
+}
+
+// stalled closes a connection whose peer took none of a write in time.
+func (c *conn) stalled(stall time.Duration) {
+	if !c.cut.CompareAndSwap(false, true) {
+		return
+	}
+	if c.l.onStall != nil {
+		c.l.onStall(c.RemoteAddr(), stall)
+	}
+	_ = c.Close()
+}
+
+// SetWriteDeadline sets a caller's own deadline, which writes then keep
+// to instead of the stall bound. net/http clears the deadline after each
+// request; with none of its own in place that leaves the bound's as it
+// is (it is moved before it could cut a write short).
+func (c *conn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() && !c.explicit.Load() && c.deadline.Load() != 0 {
+		return nil
+	}
+	c.explicit.Store(!t.IsZero())
+	c.deadline.Store(0)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *conn) SetDeadline(t time.Time) error {
+	c.explicit.Store(!t.IsZero())
+	c.deadline.Store(0)
+	return c.Conn.SetDeadline(t)
 }
 
 // NetConn is the connection the listener accepted (for peer credentials).
