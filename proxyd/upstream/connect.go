@@ -67,6 +67,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		if err != nil {
 			return nil, err
 		}
+		link.tr, link.hc = tr, hc
 		return sseTransport{SSE: tr, link: link}, nil
 	default:
 		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds(), c.legacyPinned())

@@ -382,6 +382,11 @@ func (c *Conn) postMessage(cl *client.Client, hc *http.Client, w wire, sid strin
 		c.opts.logger().Debug("posting to the upstream", "server", c.name, "err", err)
 		return
 	}
+	c.postTo(hc, u, w, sid, msg)
+}
+
+// postTo posts msg to u (see postMessage).
+func (c *Conn) postTo(hc *http.Client, u string, w wire, sid string, msg []byte) {
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(msg))

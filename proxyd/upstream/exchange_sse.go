@@ -36,6 +36,11 @@ type sseTransport struct {
 // library's.
 type sseLink struct {
 	answers // the relayed requests; ended with the stream
+
+	// tr and hc post proxyd's answers to the server's requests made
+	// before the connection is ready (set once, before the stream opens).
+	tr *transport.SSE
+	hc *http.Client
 }
 
 // errSSEEnded ends the requests waiting when the stream ends. It keeps
@@ -43,13 +48,39 @@ type sseLink struct {
 var errSSEEnded = errors.New("connection has been closed: the server ended its event stream")
 
 // route takes a message of the stream: a response to a relayed request,
-// or, once the connection is ready, a request or notification of the
-// server (see standingMessage). False leaves it to the library.
+// a request of the server, or, once the connection is ready, a
+// notification (see standingMessage). False leaves it to the library.
 func (l *sseLink) route(c *Conn, m relay.Message) bool {
-	if m.Method == "" {
+	switch {
+	case m.Method == "":
 		return l.deliver(m)
+	case c.standingMessage(m):
+		return true
+	case len(m.ID) == 0:
+		return false
 	}
-	return c.standingMessage(m)
+	l.answerEarly(c, m)
+	return true
+}
+
+// answerEarly answers a request the server sent before the connection
+// was ready (a server asking for roots once initialized, say): no call
+// can be its, so it gets what proxyd answers outside any call. The
+// library would take it for a response to a request of its own, and
+// drop it or, ids alike, hand it to that request.
+func (l *sseLink) answerEarly(c *Conn, m relay.Message) {
+	ep := l.tr.GetEndpoint()
+	if ep == nil {
+		return // requests come only after the endpoint; nowhere to answer
+	}
+	if !c.routes.takeAsk() {
+		go c.postTo(l.hc, ep.String(), wire{}, "", overAsked(m.ID))
+		return
+	}
+	go func() {
+		defer c.routes.doneAsk()
+		c.postTo(l.hc, ep.String(), wire{}, "", c.serverRequest(m.ID, m.Method, m.Params))
+	}()
 }
 
 // sseEnded ends the calls waiting on link's stream, which its read

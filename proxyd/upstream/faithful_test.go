@@ -423,6 +423,15 @@ func (l *lockedBuffer) String() string {
 // event of 64 KiB.
 func rawSSEServer(t *testing.T, streams *atomic.Int64) string {
 	t.Helper()
+	return rawSSEServerWith(t, streams, nil)
+}
+
+// rawSSEServerWith is rawSSEServer that, when early is not nil, speaks
+// only the legacy era (the client initializes), asks for the client's
+// roots as soon as it is initialized (before proxyd has listed its tools)
+// and sends the client's answer to early.
+func rawSSEServerWith(t *testing.T, streams *atomic.Int64, early chan<- string) string {
+	t.Helper()
 	events := make(chan string, 16)
 	answers := make(chan string, 1)
 	drop := make(chan struct{}, 1)
@@ -467,6 +476,13 @@ func rawSSEServer(t *testing.T, streams *atomic.Int64) string {
 		switch {
 		case m.Method == "" && strings.Contains(line, `"ask-1"`):
 			answers <- line
+		case m.Method == "" && strings.Contains(line, `"early-roots"`):
+			early <- line
+		case m.Method == "server/discover" && early != nil:
+			// A server of the legacy era only: the client initializes.
+			send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
+		case m.Method == "notifications/initialized" && early != nil:
+			send(`{"jsonrpc":"2.0","id":"early-roots","method":"roots/list"}`)
 		case m.Method == "initialize":
 			answer(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"raw-sse","version":"1"}}`)
 		case m.Method == "tools/list":
@@ -494,6 +510,29 @@ func rawSSEServer(t *testing.T, streams *atomic.Int64) string {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL + "/sse"
+}
+
+// A server on the old HTTP+SSE transport that asks for roots once it is
+// initialized, before proxyd is ready, is answered as outside any call
+// (the MCP library took the request for a response and dropped it: the
+// server waited in vain), and the connection becomes ready.
+func TestSSEAnswersRequestsBeforeReady(t *testing.T) {
+	early := make(chan string, 1)
+	s := config.Server{Name: "rawsse", URL: rawSSEServerWith(t, new(atomic.Int64), early), Transport: config.TransportSSE}
+	m := newManager(t, s)
+	c, _ := m.Get(s.Name)
+	select {
+	case got := <-early:
+		if want := `{"jsonrpc":"2.0","id":"early-roots","result":{"roots":[]}}`; got != want {
+			t.Fatalf("the server's early request was answered %s, want %s", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's request before the connection was ready was never answered")
+	}
+	waitState(t, c, api.StateReady)
+	if _, _, err := recordedCallOn(t, c, "fail"); err == nil {
+		t.Fatal("a call after the early request: no error, want the server's -32602")
+	}
 }
 
 // On the old HTTP+SSE transport too, what the server sends reaches the
