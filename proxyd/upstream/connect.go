@@ -31,7 +31,7 @@ func (c *Conn) legacyPinned() bool {
 func (c *Conn) wrappers() []Wrapper {
 	ws := append([]Wrapper(nil), c.opts.wrappers()...)
 	return append(ws, func(_ string, next http.RoundTripper) http.RoundTripper {
-		return standingTransport{next: next, list: &c.standing, route: c.standingMessage}
+		return standingTransport{next: next, list: &c.standing, route: c.standingMessage, failed: c.checkBroken}
 	}, func(_ string, next http.RoundTripper) http.RoundTripper {
 		return &sessionTransport{next: next, conn: c}
 	})

@@ -265,6 +265,10 @@ type standingTransport struct {
 	list  *standings
 	route func(m relay.Message) bool
 	onEnd func(error) // see standingStream.onEnd
+	// failed hears why a GET for the stream could not be made: the MCP
+	// library opens it again every second by itself, and a refused one is
+	// how a server that went away shows while no call is made.
+	failed func(error)
 }
 
 // callStreamKey marks a GET that resumes a call's own answer.
@@ -277,6 +281,9 @@ func (t standingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	var conn net.Conn // set before RoundTrip returns a response
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { conn = info.Conn }}
 	resp, err := t.next.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err != nil && t.failed != nil {
+		t.failed(err)
+	}
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode != http.StatusOK ||
 		mediatype.Of(resp.Header.Get("Content-Type")) != "text/event-stream" {
 		return resp, err

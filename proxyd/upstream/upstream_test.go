@@ -133,6 +133,20 @@ func TestUnreachableThenRecovers(t *testing.T) {
 	}
 }
 
+// A legacy server that goes away while no call is made shows as such:
+// the library's GET stream, opened again every second, is refused, and
+// that loses the connection (it stayed ready, and the library logged the
+// refusal every second, until a call failed).
+func TestServerGoneWithoutCallsIsLost(t *testing.T) {
+	fx := startLegacyFixture(t, 0)
+	c := legacyConn(t, fx, nil)
+	fx.Close()
+	st := waitState(t, c, api.StateError)
+	if !strings.Contains(st.LastError, "connection refused") {
+		t.Fatalf("last error %q, want the refusal", st.LastError)
+	}
+}
+
 // TestErrorSinceTheFirstFailure: a server failing attempt after attempt
 // has been in error since the first failure, though each retry passes
 // through connecting.
