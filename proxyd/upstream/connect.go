@@ -273,13 +273,8 @@ func (c *Conn) standingMessage(m relay.Message) bool {
 		return len(m.ID) == 0 && c.routeNotification(m.Method, m.Params)
 	case len(m.ID) == 0:
 		c.notification(m.Method, m.Params)
-	case !c.routes.takeAsk():
-		go c.postMessage(cl, hc, w, cl.GetSessionId(), overAsked(m.ID))
 	default:
-		go func() {
-			defer c.routes.doneAsk()
-			c.postMessage(cl, hc, w, cl.GetSessionId(), c.serverRequest(m.ID, m.Method, m.Params))
-		}()
+		c.serveRequest(m, func(b []byte) { c.postMessage(cl, hc, w, cl.GetSessionId(), b) })
 	}
 	return true
 }

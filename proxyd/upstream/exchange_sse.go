@@ -73,14 +73,7 @@ func (l *sseLink) answerEarly(c *Conn, m relay.Message) {
 	if ep == nil {
 		return // requests come only after the endpoint; nowhere to answer
 	}
-	if !c.routes.takeAsk() {
-		go c.postTo(l.hc, ep.String(), wire{}, "", overAsked(m.ID))
-		return
-	}
-	go func() {
-		defer c.routes.doneAsk()
-		c.postTo(l.hc, ep.String(), wire{}, "", c.serverRequest(m.ID, m.Method, m.Params))
-	}()
+	c.serveRequest(m, func(b []byte) { c.postTo(l.hc, ep.String(), wire{}, "", b) })
 }
 
 // sseEnded ends the calls waiting on link's stream, which its read

@@ -113,17 +113,8 @@ func (l *stdioLink) line(b []byte) {
 		l.toLibrary(b)
 	case len(m.ID) == 0:
 		l.c.notification(m.Method, m.Params)
-	case !l.c.routes.takeAsk():
-		// A child asking for more than proxyd lets wait at once gets the
-		// overflow refused rather than piling up; written apart from the
-		// reader, which must not wait on a child that waits on it.
-		refusal := append(overAsked(m.ID), '\n')
-		go func() { _, _ = l.write(refusal) }()
 	default:
-		go func() {
-			defer l.c.routes.doneAsk()
-			_, _ = l.write(append(l.c.serverRequest(m.ID, m.Method, m.Params), '\n'))
-		}()
+		l.c.serveRequest(m, func(b []byte) { _, _ = l.write(append(b, '\n')) })
 	}
 }
 
