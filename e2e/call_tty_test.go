@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
@@ -137,7 +138,7 @@ type ptyProc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	tty  *os.File
-	out  *syncBuffer // everything mcpx wrote (stdout and stderr), with the echo
+	out  *syncbuf.Buffer // everything mcpx wrote (stdout and stderr), with the echo
 	read chan struct{}
 }
 
@@ -158,7 +159,7 @@ func startOnTerminal(t *testing.T, ctx context.Context, e *env, termType string,
 	if err != nil {
 		t.Fatalf("starting mcpx on a pseudo-terminal: %v", err)
 	}
-	term := &ptyProc{t: t, cmd: cmd, tty: tty, out: &syncBuffer{}, read: make(chan struct{})}
+	term := &ptyProc{t: t, cmd: cmd, tty: tty, out: &syncbuf.Buffer{}, read: make(chan struct{})}
 	t.Cleanup(func() {
 		_ = tty.Close()
 		if t.Failed() {

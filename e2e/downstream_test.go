@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -205,7 +206,7 @@ func TestStdioBridge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 			defer cancel()
-			stderr := &syncBuffer{}
+			stderr := &syncbuf.Buffer{}
 			// Launch exactly what connect-info tells stdio-only clients to run.
 			tr := transport.NewStdioWithOptions(ci.StdioCommand[0], e.environ(), ci.StdioCommand[1:],
 				transport.WithCommandStderrWriter(stderr))

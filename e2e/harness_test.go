@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/pgtest"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -251,7 +252,7 @@ func (e *env) status() api.Status {
 // proxydProc is a foreground `mcpx proxyd` started by the test.
 type proxydProc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -311,7 +312,7 @@ func (e *env) spawnProxyd() *proxydProc {
 func (e *env) spawn(cmd *exec.Cmd) *proxydProc {
 	e.t.Helper()
 	cmd.Env = e.environ()
-	p := &proxydProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &proxydProc{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting proxyd: %v", err)
@@ -425,24 +426,6 @@ func (e *env) waitServer(name string, want api.State) api.ServerStatus {
 	return got
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startFixture serves the fixture MCP server in-process on loopback.
 // fixtureEnv starts the fixture MCP server serving era and a proxyd
 // configured with it under protocol, and waits until the server is ready.
@@ -483,7 +466,7 @@ func runFixtures(t *testing.T, last string, args ...string) map[string]string {
 	if err != nil {
 		t.Fatalf("fixture stdout: %v", err)
 	}
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting mcpx-fixtures %s: %v", args[0], err)

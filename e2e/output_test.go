@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -73,7 +74,7 @@ func TestOutputConsistency(t *testing.T) {
 	// Off a terminal follow streams TSV rows, as the list prints them:
 	// calls are made until one shows in the stream (follow starts from
 	// now, so the first may come before it listens).
-	var out syncBuffer
+	var out syncbuf.Buffer
 	follow := exec.Command(mcpxBin, append(e.globals(), "activity", "follow", "--until", "+60s")...)
 	follow.Env, follow.Stdout = e.environ(), &out
 	if err := follow.Start(); err != nil {
@@ -133,7 +134,7 @@ func TestFollowEndsWithProxyd(t *testing.T) {
 // followProc is `mcpx activity follow` running beside the test.
 type followProc struct {
 	cmd         *exec.Cmd
-	out, errOut syncBuffer
+	out, errOut syncbuf.Buffer
 	exited      chan struct{}
 	err         error // once exited is closed
 }

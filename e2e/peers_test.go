@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -43,7 +44,7 @@ func startEverythingOver(t *testing.T, peers, transport, path string) string {
 	cmd := exec.Command(filepath.Join(peers, nodeRel), filepath.Join(peers, everythingRel), transport)
 	cmd.Dir = peers
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "PORT=" + port}
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting server-everything: %v", err)

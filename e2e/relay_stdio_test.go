@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpx-dev/mcpx/fixtures/conformance"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -192,7 +193,7 @@ func TestRelayOverStdioEveryEra(t *testing.T) {
 			for _, up := range []string{"legacy", "modern"} {
 				t.Run("upstream-"+up, func(t *testing.T) {
 					stdio := func(p *stdioPeer, opts ...client.ClientOption) *client.Client {
-						stderr := &syncBuffer{}
+						stderr := &syncbuf.Buffer{}
 						t.Cleanup(func() {
 							if t.Failed() {
 								t.Logf("mcpx stdio stderr:\n%s", stderr)

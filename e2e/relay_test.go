@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/proxyd/activity"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
@@ -131,7 +132,7 @@ func TestEverythingThroughProxyd(t *testing.T) {
 							t.Fatal(err)
 						}
 					} else {
-						stderr := &syncBuffer{}
+						stderr := &syncbuf.Buffer{}
 						tr = transport.NewStdioWithOptions(mcpxBin, e.environ(), append(e.globals(), "stdio"), transport.WithCommandStderrWriter(stderr))
 						defer func() {
 							if t.Failed() {

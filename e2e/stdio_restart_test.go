@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/fixtures/conformance"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 )
 
@@ -254,9 +255,9 @@ func upWith(t *testing.T, config string) *env {
 // stdioClient starts 'mcpx stdio' (with args after the command) on this
 // env and an initialized MCP client on it; the bridge's stderr is returned,
 // and logged if the test fails.
-func (e *env) stdioClient(t *testing.T, ctx context.Context, args []string, opts ...client.ClientOption) (*client.Client, *syncBuffer) {
+func (e *env) stdioClient(t *testing.T, ctx context.Context, args []string, opts ...client.ClientOption) (*client.Client, *syncbuf.Buffer) {
 	t.Helper()
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	tr := transport.NewStdioWithOptions(mcpxBin, e.environ(), append(append(e.globals(), "stdio"), args...),
 		transport.WithCommandStderrWriter(stderr))
 	c := client.NewClient(tr, opts...)

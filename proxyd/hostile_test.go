@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 )
 
@@ -184,24 +184,6 @@ func TestModernCancelEndsNoOnesCall(t *testing.T) {
 	}
 }
 
-// logBuffer is a daemon's log, read while it is written.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A client that stops reading its answer is disconnected after
 // limits.write_stall_timeout, said in the log and counted, instead of
 // holding its connection and proxyd's goroutine for as long as it likes;
@@ -212,7 +194,7 @@ func TestEndpointCutsClientThatStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fx.Close() })
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	td := startDaemon(t, "listen: 127.0.0.1:0\nlimits:\n  write_stall_timeout: 300ms\nservers:\n  - name: fx\n    url: "+fx.URL()+"\n",
 		func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	waitReady(t, td, "fx")

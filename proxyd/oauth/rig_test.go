@@ -1,18 +1,17 @@
 package oauth
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/authserver"
 	"github.com/mcpx-dev/mcpx/internal/pgtest"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/proxyd/store"
 	"github.com/mcpx-dev/mcpx/proxyd/store/storetest"
 )
@@ -36,24 +35,6 @@ func eachEngine(t *testing.T, fn func(t *testing.T, eng string)) {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // rig is a signed-in server: a fixture authorization server, a protected
 // upstream that accepts only the server's live tokens, a store and a
 // coordinator.
@@ -63,7 +44,7 @@ type rig struct {
 	store    *Store
 	c        *Coordinator
 	key      string
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 	flights  chan FlightInfo
 	resource string
 	client   *Client
@@ -84,7 +65,7 @@ func newRig(tb testing.TB, o rigOpts) *rig {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = as.Close() })
-	r := &rig{as: as, logs: &syncBuffer{}, flights: make(chan FlightInfo, 4096)}
+	r := &rig{as: as, logs: &syncbuf.Buffer{}, flights: make(chan FlightInfo, 4096)}
 	r.upstream = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		const p = "Bearer "
 		h := req.Header.Get("Authorization")

@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/callerr"
@@ -328,7 +329,7 @@ func (h *stalledHandler) Notify(method string, params json.RawMessage) {
 // order, up to the bound proxyd holds for one call; past it they are
 // dropped, not piled up.
 func TestStdioStalledClientHoldsUpOnlyItsCall(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	s := rawChildServer(t)
 	m := newManagerWith(t, Options{Version: "test", Logger: slog.New(slog.NewTextHandler(logs, nil))}, s)
 	c, _ := m.Get(s.Name)
@@ -394,24 +395,6 @@ func TestStdioStalledClientHoldsUpOnlyItsCall(t *testing.T) {
 	if n := c.NotificationsDropped(); n != int64(flood-len(got)) {
 		t.Errorf("the server counts %d notifications dropped, want %d", n, flood-len(got))
 	}
-}
-
-// lockedBuffer is a log's writer, read while the log is written.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // rawSSEServer speaks the old HTTP+SSE transport (2024-11-05) and writes
