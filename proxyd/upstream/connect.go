@@ -96,7 +96,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	copts := []client.ClientOption{client.WithClientCapabilities(relayedCapabilities())}
+	copts := []client.ClientOption{client.WithClientCapabilities(relayedCapabilities()), client.WithRootsHandler(noRoots{})}
 	switch {
 	case c.legacyPinned():
 		//lint:ignore SA1019 a server pinned to the legacy era needs the initialize handshake
@@ -310,6 +310,16 @@ func relayedCapabilities() mcp.ClientCapabilities {
 		Sampling:    &mcp.SamplingCapability{},
 		Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}, URL: &struct{}{}},
 	}
+}
+
+// noRoots answers the roots requests the MCP library takes itself (those
+// a server sends while proxyd connects and lists, or on the library's own
+// requests' streams) as proxyd answers one outside any call: no client
+// asked, so there are no roots. Without it the library answered an error.
+type noRoots struct{}
+
+func (noRoots) ListRoots(context.Context, mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	return &mcp.ListRootsResult{Roots: []mcp.Root{}}, nil
 }
 
 // refreshLists re-reads the server's lists after a list_changed (retried

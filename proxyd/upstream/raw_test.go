@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -204,5 +206,64 @@ func TestInvalidParamHeaderToolLeftOut(t *testing.T) {
 	}
 	if fmt.Sprint(names) != "[good]" {
 		t.Fatalf("tools %v, want [good]", names)
+	}
+}
+
+// A server that asks for roots while proxyd connects (here on its
+// tools/list answer's stream, which the MCP library reads) gets what
+// proxyd answers outside any call, no roots, as it would once ready; the
+// library, with no roots of its own, answered with an error.
+func TestRootsAskedWhileConnecting(t *testing.T) {
+	answer := make(chan []byte, 1) // the client's answer, as posted
+	got := make(chan []byte, 1)    // what tools/list waited for
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.Unmarshal(body, &msg) != nil {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		switch msg.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`, msg.ID)
+		case "tools/list":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}\n\n")
+			w.(http.Flusher).Flush()
+			var b []byte
+			select {
+			case b = <-answer:
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Second): // list anyway; the test fails on the missing answer
+			}
+			got <- b
+			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"tools\":[{\"name\":\"t\",\"inputSchema\":{\"type\":\"object\"}}]}}\n\n", msg.ID)
+		case "":
+			w.WriteHeader(http.StatusAccepted)
+			if string(msg.ID) == `"r1"` {
+				answer <- body
+			}
+		default:
+			w.WriteHeader(http.StatusAccepted) // notifications
+		}
+	}))
+	defer srv.Close()
+	m := newManager(t, config.Server{Name: "raw", URL: srv.URL + "/mcp", Protocol: config.ProtocolLegacy})
+	c, _ := m.Get("raw")
+	waitState(t, c, api.StateReady)
+	b := <-got
+	var resp struct {
+		Result *struct {
+			Roots []json.RawMessage `json:"roots"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &resp) != nil || resp.Result == nil || resp.Result.Roots == nil || len(resp.Result.Roots) != 0 || resp.Error != nil {
+		t.Fatalf("roots asked while connecting answered %s, want a result with no roots", b)
 	}
 }
