@@ -219,6 +219,9 @@ func TestBoundWrites(t *testing.T) {
 	})
 	srv := Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		if ms, _ := strconv.Atoi(r.URL.Query().Get("deadline")); ms > 0 {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(ms) * time.Millisecond))
+		}
 		w.Header().Set("Content-Length", fmt.Sprint(n))
 		_, err := w.Write(make([]byte, n))
 		if err == nil {
@@ -263,6 +266,24 @@ func TestBoundWrites(t *testing.T) {
 			t.Fatalf("the stalled client still got the whole answer (%d bytes)", n)
 		}
 		waitfor.True(t, 5*time.Second, "the connection's slot to be given back", func() bool { return l.Open() == 0 })
+	})
+
+	t.Run("a handler's own deadline", func(t *testing.T) {
+		// A write deadline the handler set is kept to instead of the
+		// bound: the write to a client that reads nothing fails at it,
+		// not earlier, and the connection is not counted as cut.
+		cuts.Store(0)
+		c := dial(t)
+		start := time.Now()
+		fmt.Fprintf(c, "GET /?n=%d&deadline=%d HTTP/1.1\r\nHost: x\r\n\r\n", 32<<20, 3*stall.Milliseconds())
+		select {
+		case err := <-written:
+			if err == nil || time.Since(start) < 3*stall || cuts.Load() != 0 {
+				t.Fatalf("the write ended with %v after %v, %d cut; want the handler's deadline (%v) and no cut", err, time.Since(start), cuts.Load(), 3*stall)
+			}
+		case <-time.After(20 * stall):
+			t.Fatal("the write to a client that does not read is still waiting")
+		}
 	})
 
 	t.Run("slow reader", func(t *testing.T) {
