@@ -473,9 +473,10 @@ func invalidResponse(in Input) (Classification, bool) {
 		if isTransport {
 			return Classification{}, false
 		}
-		// proxyd reads a relayed call's answer on both itself and
-		// records its code; what comes here is a request the library
-		// carried, which keeps only the message of a non-standard code.
+		// proxyd reads a relayed call's answer itself on every
+		// transport and records its code; what comes here is a request
+		// the library carried, which keeps only the message of a
+		// non-standard code.
 		return Classification{Class: ClassJSONRPC, Domain: DomainUpstream,
 			Reason: "JSON-RPC error from the upstream (code not reported by the MCP library)"}, true
 	case is2xx(f.HTTPStatus):

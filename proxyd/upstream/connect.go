@@ -274,7 +274,7 @@ func (c *Conn) standingMessage(m relay.Message) bool {
 	case len(m.ID) == 0:
 		c.notification(m.Method, m.Params)
 	default:
-		c.serveRequest(m, func(b []byte) { c.postMessage(cl, hc, w, cl.GetSessionId(), b) })
+		c.serveRequest(m, nil, func(b []byte) { c.postMessage(cl, hc, w, cl.GetSessionId(), b) })
 	}
 	return true
 }

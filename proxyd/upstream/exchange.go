@@ -602,23 +602,29 @@ func (c *Conn) onServerRequest(_ context.Context, req transport.JSONRPCRequest) 
 	return &resp, nil
 }
 
-// serverRequest answers a request of the upstream outside any call's own
-// stream: the JSON-RPC response to send back.
-// serveRequest answers a request the server sent outside a call's own
-// stream and hands the answer to send, on a goroutine of its own (the
-// reader that found it must not wait on a client, nor on a server that
-// waits on the reader); past maxWaitingAsks it is refused at once.
-func (c *Conn) serveRequest(m relay.Message, send func([]byte)) {
+// serveRequest answers a request of the server and hands the answer to
+// send, on a goroutine of its own (the reader that found it must not wait
+// on a client, nor on a server that waits on the reader): one that came on
+// call x's own stream is x's client's, one that came elsewhere (x nil) is
+// routed by serverRequest. Past maxWaitingAsks it is refused at once
+// rather than left to pile up.
+func (c *Conn) serveRequest(m relay.Message, x *exchange, send func([]byte)) {
 	if !c.routes.takeAsk() {
 		go send(overAsked(m.ID))
 		return
 	}
 	go func() {
 		defer c.routes.doneAsk()
+		if x != nil {
+			send(c.answer(x, m.ID, m.Method, m.Params))
+			return
+		}
 		send(c.serverRequest(m.ID, m.Method, m.Params))
 	}()
 }
 
+// serverRequest answers a request of the upstream outside any call's own
+// stream: the JSON-RPC response to send back.
 func (c *Conn) serverRequest(id json.RawMessage, method string, params json.RawMessage) []byte {
 	x, shared := c.routes.pick(method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(method) })
 	switch {

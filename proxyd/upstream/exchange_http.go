@@ -266,16 +266,8 @@ func (c *Conn) readStream(ctx context.Context, cl *client.Client, w wire, hc *ht
 				continue // not a JSON-RPC message: skipped, as the library does
 			}
 			switch {
-			case m.Method != "" && len(m.ID) > 0 && !c.routes.takeAsk():
-				// An upstream asking for more than proxyd lets wait at once
-				// gets the overflow refused rather than piling up.
-				go c.postMessage(cl, hc, w, sid, overAsked(m.ID))
 			case m.Method != "" && len(m.ID) > 0:
-				id, method, params := m.ID, m.Method, m.Params
-				go func() {
-					defer c.routes.doneAsk()
-					c.answerHTTP(cl, hc, w, x, id, method, params, sid)
-				}()
+				c.serveRequest(m, x, func(b []byte) { c.postMessage(cl, hc, w, sid, b) })
 			case m.Method != "":
 				if h := c.deliverHeld(x, m.Method, m.Params); h != nil && !slices.Contains(held, h) {
 					held = append(held, h)
@@ -364,13 +356,6 @@ func (c *Conn) resume(ctx context.Context, hc *http.Client, w wire, sid, lastID 
 		return nil, fmt.Errorf("resuming the response stream: %w", c.statusError(resp, w, sid))
 	}
 	return callerr.StreamBody(resp.Body), nil
-}
-
-// answerHTTP answers a request the upstream sent on x's stream and posts
-// the response back on the session.
-func (c *Conn) answerHTTP(cl *client.Client, hc *http.Client, w wire, x *exchange, id json.RawMessage, method string, params json.RawMessage, sid string) {
-	out := c.answer(x, id, method, params)
-	c.postMessage(cl, hc, w, sid, out)
 }
 
 // postMessage posts a response or notification to the upstream on the

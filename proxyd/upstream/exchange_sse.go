@@ -73,7 +73,7 @@ func (l *sseLink) answerEarly(c *Conn, m relay.Message) {
 	if ep == nil {
 		return // requests come only after the endpoint; nowhere to answer
 	}
-	c.serveRequest(m, func(b []byte) { c.postTo(l.hc, ep.String(), wire{}, "", b) })
+	c.serveRequest(m, nil, func(b []byte) { c.postTo(l.hc, ep.String(), wire{}, "", b) })
 }
 
 // sseEnded ends the calls waiting on link's stream, which its read

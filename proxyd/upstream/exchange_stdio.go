@@ -114,7 +114,7 @@ func (l *stdioLink) line(b []byte) {
 	case len(m.ID) == 0:
 		l.c.notification(m.Method, m.Params)
 	default:
-		l.c.serveRequest(m, func(b []byte) { _, _ = l.write(append(b, '\n')) })
+		l.c.serveRequest(m, nil, func(b []byte) { _, _ = l.write(append(b, '\n')) })
 	}
 }
 
