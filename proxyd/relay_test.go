@@ -655,6 +655,70 @@ func TestModernRoundAnsweredWhileLegacyCallWaits(t *testing.T) {
 	})
 }
 
+// A modern client that never retries leaves its call parked upstream (a
+// legacy server waiting for the input) until the call's timeout. Another
+// client's call whose server asks for roots on the GET stream, outside any
+// call, still gets the request (or, not having declared roots, is told
+// it lacks the capability): the parked call's server asked what it needed
+// before its round was answered, so the request is not its.
+func TestAbandonedParkedCallLeavesOthersTheirRequests(t *testing.T) {
+	up := startRelayUpstream(t)
+	td := startDaemon(t, fmt.Sprintf("listen: 127.0.0.1:0\nservers:\n  - name: legacy\n    url: %s\n    protocol: legacy\n", up.url))
+	waitReady(t, td, "legacy")
+	url, token := endpoint(t, td)
+	const caps = `{"elicitation":{"form":{}},"roots":{}}`
+	round := func(tool, extra string) (res, rpcErr string) {
+		t.Helper()
+		resp := postModernCallCaps(t, url, token, tool, extra, "", caps)
+		defer resp.Body.Close()
+		var msg struct {
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		return string(msg.Result), string(msg.Error)
+	}
+
+	// Asked for a name; the client goes away without answering.
+	if res, _ := round("legacy__ask", ""); !strings.Contains(res, `"input_required"`) {
+		t.Fatalf("the call to abandon: %s", res)
+	}
+
+	// A client that did not declare roots is told so at once; the
+	// request is not held for the parked call's client.
+	resp := postModernCallCaps(t, url, token, "legacy__roots", "", "", `{"elicitation":{"form":{}}}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"code":-32021`) || !strings.Contains(string(b), "roots") {
+		t.Fatalf("a client without roots: %s (want -32021 naming roots)", b)
+	}
+
+	res, rpcErr := round("legacy__roots", "")
+	var ir struct {
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	if err := json.Unmarshal([]byte(res), &ir); err != nil || len(ir.InputRequests) != 1 {
+		t.Fatalf("the other client's call: result %s, error %s (want its roots/list asked)", res, rpcErr)
+	}
+	var key string
+	for k, r := range ir.InputRequests {
+		if r.Method != "roots/list" {
+			t.Fatalf("asked %s, want roots/list", r.Method)
+		}
+		key = k
+	}
+	state, _ := json.Marshal(ir.RequestState)
+	res, rpcErr = round("legacy__roots", `,"requestState":`+string(state)+`,"inputResponses":{"`+key+`":{"roots":[{"uri":"file:///work"}]}}`)
+	if !strings.Contains(res, "file:///work") {
+		t.Fatalf("retry: result %s, error %s", res, rpcErr)
+	}
+}
+
 // postModernCall posts a modern tools/call of tool (params extra appended
 // to its name) from a client that declares form elicitation.
 func postModernCall(t *testing.T, url, token, tool, extra string) *http.Response {
@@ -665,8 +729,14 @@ func postModernCall(t *testing.T, url, token, tool, extra string) *http.Response
 // postModernCallMeta is postModernCall with members added to _meta.
 func postModernCallMeta(t *testing.T, url, token, tool, extra, meta string) *http.Response {
 	t.Helper()
+	return postModernCallCaps(t, url, token, tool, extra, meta, `{"elicitation":{"form":{}}}`)
+}
+
+// postModernCallCaps is postModernCallMeta from a client that declares caps.
+func postModernCallCaps(t *testing.T, url, token, tool, extra, meta, caps string) *http.Response {
+	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `"` + extra +
-		`,"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}}}`
+		`,"_meta":{` + meta + `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `}}}`
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")

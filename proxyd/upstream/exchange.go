@@ -225,21 +225,37 @@ func (r *routes) only(ok func(*exchange) bool) *exchange {
 // outside any call's stream (stdio, the GET stream; the MCP library's
 // servers send sampling and roots requests there): the only call in
 // flight whose client can answer it; with several, one whose client is
-// waiting for it now (a call parked between a modern client's rounds
-// whose client has not come back is not), then the oldest not yet asked
-// for this method (servers ask in the order calls came, in practice),
-// else the oldest. That guess is made only among the calls of one client
-// (a legacy session): a request put to another client would show it the
-// first's prompt and hand the first the other's answer, so with calls of
-// several clients able to answer, shared is true and no call is picked.
-// A request on a call's own stream never needs a guess.
+// waiting for it now, then the oldest not yet asked for this method
+// (servers ask in the order calls came, in practice), else the oldest;
+// with none, the only call in flight, whose client cannot answer.
+// A call parked between a modern client's rounds whose client has not
+// come back is left out while any other call's client is there: its
+// upstream asked what that round needed before proxyd answered the round
+// (gather) and waits for the answers, so a request now is another call's.
+// The guess is made only among the calls of one client (a legacy
+// session): a request put to another client would show it the first's
+// prompt and hand the first the other's answer, so with calls of several
+// clients able to answer, shared is true and no call is picked. A request
+// on a call's own stream never needs a guess.
 func (r *routes) pick(method string, accepts func(*exchange) bool) (picked *exchange, shared bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var best *exchange
-	var bestRank int
-	owner, owners := "", 0
+	present := false
 	for x := range r.inflight {
+		if attended(x) {
+			present = true
+			break
+		}
+	}
+	var live []*exchange
+	for x := range r.inflight {
+		if !present || attended(x) {
+			live = append(live, x)
+		}
+	}
+	var best *exchange
+	owner, owners := "", 0
+	for _, x := range live {
 		if !accepts(x) {
 			continue
 		}
@@ -248,27 +264,32 @@ func (r *routes) pick(method string, accepts func(*exchange) bool) (picked *exch
 			owner = o
 			owners++
 		}
-		rank := 0
-		if attended(x) {
-			rank += 2
-		}
-		if !x.asked[method] {
-			rank++
-		}
-		if best == nil || rank > bestRank || rank == bestRank && x.started.Before(best.started) {
-			best, bestRank = x, rank
+		if best == nil || likelier(x, best, method) {
+			best = x
 		}
 	}
-	if owners > 1 {
+	switch {
+	case owners > 1:
 		return nil, true
+	case best == nil && len(live) == 1:
+		return live[0], false
+	case best == nil:
+		return nil, false
 	}
-	if best != nil {
-		if best.asked == nil {
-			best.asked = map[string]bool{}
-		}
-		best.asked[method] = true
+	if best.asked == nil {
+		best.asked = map[string]bool{}
 	}
+	best.asked[method] = true
 	return best, false
+}
+
+// likelier reports whether x is a better guess than y for a request of
+// method: one not yet asked for it, then the older.
+func likelier(x, y *exchange, method string) bool {
+	if x.asked[method] != y.asked[method] {
+		return !x.asked[method]
+	}
+	return x.started.Before(y.started)
 }
 
 // attended reports whether a call's client is there to answer now: a
@@ -627,16 +648,11 @@ func (c *Conn) serveRequest(m relay.Message, x *exchange, send func([]byte)) {
 // stream: the JSON-RPC response to send back.
 func (c *Conn) serverRequest(id json.RawMessage, method string, params json.RawMessage) []byte {
 	x, shared := c.routes.pick(method, func(x *exchange) bool { return x.ex.Handler != nil && x.ex.Handler.Accepts(method) })
-	switch {
-	case shared:
+	if shared {
 		c.opts.logger().Warn("refused a request the upstream sent outside any call's stream: calls of several clients could answer it, and proxyd does not guess between clients",
 			"server", c.name, "method", method)
 		return response(id, nil, &RPCError{Code: codeMethodNotFound, Message: fmt.Sprintf(
 			"%s outside a tool call's stream while calls of several clients are in flight: proxyd cannot tell which client it is for (send it on the call's own response stream)", method)})
-	case x == nil:
-		// With one call in flight, it is that call's client that cannot
-		// answer.
-		x = c.routes.only(func(*exchange) bool { return true })
 	}
 	return c.answer(x, id, method, params)
 }

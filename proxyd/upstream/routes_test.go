@@ -33,7 +33,9 @@ func (h attendedHandler) Attended() bool { return !h.away }
 // call's stream goes to a call whose client can answer and waits now,
 // then to one not yet asked for the method, then to the oldest; but only
 // among one client's calls: with calls of several clients able to answer
-// none is picked (shared).
+// none is picked (shared). With none able to answer, the only call in
+// flight is (its client cannot answer). A parked call whose client has not
+// come back counts only when no other call's client waits.
 func TestPickRoutesOutsideRequests(t *testing.T) {
 	start := time.Now()
 	tests := []struct {
@@ -44,7 +46,8 @@ func TestPickRoutesOutsideRequests(t *testing.T) {
 		shared bool
 	}{
 		{"the only call", []*stubHandler{{name: "a", accepts: true}}, nil, "a", false},
-		{"none can answer", []*stubHandler{{name: "a"}}, nil, "", false},
+		{"none can answer", []*stubHandler{{name: "a"}}, nil, "a", false},
+		{"none of two can answer", []*stubHandler{{name: "a"}, {name: "b"}}, nil, "", false},
 		{"the oldest", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s1", accepts: true}}, nil, "a", false},
 		{"the oldest not yet asked", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s1", accepts: true}}, map[string]bool{"a": true}, "b", false},
 		{"one that can answer", []*stubHandler{{name: "a", owner: "s2"}, {name: "b", owner: "s1", accepts: true}}, nil, "b", false},
@@ -54,7 +57,12 @@ func TestPickRoutesOutsideRequests(t *testing.T) {
 		{"calls of two sessions", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s2", accepts: true}}, nil, "", true},
 		{"two clients of their own", []*stubHandler{{name: "a", accepts: true}, {name: "b", accepts: true}}, nil, "", true},
 		{"a session's calls and a modern client's", []*stubHandler{{name: "a", owner: "s1", accepts: true}, {name: "b", owner: "s1", accepts: true}, {name: "m", accepts: true}}, nil, "", true},
-		{"a waiting client of one session and a parked call", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "b", owner: "s1", accepts: true}}, nil, "", true},
+		{"a waiting client of one session and a parked call", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "b", owner: "s1", accepts: true}}, nil, "b", false},
+		{"a waiting modern client and a parked call", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "m", accepts: true, attender: true}}, nil, "m", false},
+		{"two parked calls, nobody waiting", []*stubHandler{{name: "p1", accepts: true, attender: true, away: true}, {name: "p2", accepts: true, attender: true, away: true}}, nil, "", true},
+		{"two waiting clients and a parked call", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "m", accepts: true, attender: true}, {name: "b", owner: "s1", accepts: true}}, nil, "", true},
+		{"a waiting client that cannot answer and a parked call", []*stubHandler{{name: "parked", accepts: true, attender: true, away: true}, {name: "b", owner: "s1"}}, nil, "b", false},
+		{"a waiting client that cannot answer, two parked calls", []*stubHandler{{name: "p1", accepts: true, attender: true, away: true}, {name: "p2", accepts: true, attender: true, away: true}, {name: "m", attender: true}}, nil, "m", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
