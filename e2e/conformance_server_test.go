@@ -254,9 +254,13 @@ func retryFailures(t *testing.T, peers string, runs map[string]*suiteRun) {
 	})
 	for _, rt := range retries {
 		sc := rt.again.only
-		if again, ok := rt.again.scenarios[sc]; ok && again.ok() {
+		again, ok := rt.again.scenarios[sc]
+		switch {
+		case ok && again.ok():
 			t.Logf("FLAKY: %s: %s failed once (%s) and passed when run again alone", rt.run.name, sc, strings.Join(rt.run.scenarios[sc].failures, "; "))
 			rt.run.scenarios[sc] = again
+		case ok:
+			t.Logf("%s: %s failed again when run alone (%d passed, %d failed): %s", rt.run.name, sc, again.passed, again.failed, strings.Join(again.failures, "; "))
 		}
 	}
 }
