@@ -328,10 +328,16 @@ func (r *Relayer) askClient(p *parked, h *handler) (json.RawMessage, error) {
 // waits until no more arrive for a moment (gather).
 //
 // gatherWait is how long a round waits for more of the upstream's
-// requests after one arrives; gatherMax bounds the whole wait.
+// requests after one arrives; gatherMax bounds the whole wait. A server
+// built on the MCP library sends one round's requests on two streams at
+// once (elicitation on the call's, sampling and roots on the GET
+// stream), read by two goroutines scheduled apart: on a loaded machine
+// the second may lag the first, and a round split in two asks the client
+// twice. The client is about to be asked for input, so tens of
+// milliseconds more cost nothing.
 const (
-	gatherWait = 10 * time.Millisecond
-	gatherMax  = 100 * time.Millisecond
+	gatherWait = 25 * time.Millisecond
+	gatherMax  = 250 * time.Millisecond
 )
 
 // gather waits until the upstream has sent the requests it sends at once;
