@@ -111,6 +111,14 @@ func (c *Conn) connect() (time.Duration, error) {
 		_ = cl.Close()
 		return 0, fmt.Errorf("starting %s transport: %w", c.cfg.EffectiveTransport(), err)
 	}
+	if b, ok := tr.(transport.BidirectionalInterface); ok {
+		// Requests of the upstream outside a relayed call's own stream go
+		// to the call they belong to (see routes); one it sends while
+		// proxyd connects and lists is answered as outside any call, not
+		// by the library's handlers (Start set them), which refuse what
+		// they do not handle as an internal error.
+		b.SetRequestHandler(c.onServerRequest)
+	}
 	ra := &retryAfter{}
 	ctx, cancel := context.WithTimeout(withRetryAfter(c.ctx, ra), connectTimeout)
 	defer cancel()
@@ -152,11 +160,6 @@ func (c *Conn) connect() (time.Duration, error) {
 		return ra.get(), err
 	}
 	cl.OnNotification(c.onNotification)
-	if b, ok := tr.(transport.BidirectionalInterface); ok {
-		// Requests of the upstream outside a relayed call's own stream go
-		// to the call they belong to (see routes).
-		b.SetRequestHandler(c.onServerRequest)
-	}
 	c.mu.Lock()
 	c.cl = cl
 	c.sid = cl.GetSessionId()
@@ -312,10 +315,10 @@ func relayedCapabilities() mcp.ClientCapabilities {
 	}
 }
 
-// noRoots answers the roots requests the MCP library takes itself (those
-// a server sends while proxyd connects and lists, or on the library's own
-// requests' streams) as proxyd answers one outside any call: no client
-// asked, so there are no roots. Without it the library answered an error.
+// noRoots answers the roots requests the MCP library takes itself (a
+// modern server's input_required for proxyd's own list requests) as proxyd
+// answers one outside any call: no client asked, so there are no roots.
+// Without it the library answered an error.
 type noRoots struct{}
 
 func (noRoots) ListRoots(context.Context, mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {

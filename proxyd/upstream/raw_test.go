@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -209,11 +210,62 @@ func TestInvalidParamHeaderToolLeftOut(t *testing.T) {
 	}
 }
 
-// A server that asks for roots while proxyd connects (here on its
-// tools/list answer's stream, which the MCP library reads) gets what
-// proxyd answers outside any call, no roots, as it would once ready; the
-// library, with no roots of its own, answered with an error.
-func TestRootsAskedWhileConnecting(t *testing.T) {
+// A server that asks the client something while proxyd connects (here on
+// its tools/list answer's stream, which the MCP library reads) gets what
+// proxyd answers outside any call, as it would once ready: no roots, and
+// sampling or elicitation refused as method-not-found naming why. The
+// library, with no roots of its own, answered with an error, and refused
+// the others as an internal error.
+func TestAskedWhileConnecting(t *testing.T) {
+	tests := []struct {
+		method string
+		check  func(result, rpcErr json.RawMessage) error
+	}{
+		{"roots/list", func(result, rpcErr json.RawMessage) error {
+			var r struct {
+				Roots []json.RawMessage `json:"roots"`
+			}
+			if json.Unmarshal(result, &r) != nil || r.Roots == nil || len(r.Roots) != 0 || rpcErr != nil {
+				return errors.New("want a result with no roots")
+			}
+			return nil
+		}},
+		{"sampling/createMessage", refusedOutsideACall},
+		{"elicitation/create", refusedOutsideACall},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method, func(t *testing.T) {
+			b := askWhileConnecting(t, tt.method)
+			var resp struct {
+				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
+			}
+			if err := json.Unmarshal(b, &resp); err != nil {
+				t.Fatalf("%s asked while connecting answered %s: %v", tt.method, b, err)
+			}
+			if err := tt.check(resp.Result, resp.Error); err != nil {
+				t.Fatalf("%s asked while connecting answered %s: %v", tt.method, b, err)
+			}
+		})
+	}
+}
+
+func refusedOutsideACall(result, rpcErr json.RawMessage) error {
+	var e struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	if result != nil || json.Unmarshal(rpcErr, &e) != nil || e.Code != -32601 || !strings.Contains(e.Message, "outside a tool call") {
+		return errors.New("want -32601 saying it came outside a tool call")
+	}
+	return nil
+}
+
+// askWhileConnecting serves a legacy server that sends a request of
+// method on its tools/list answer's stream and lists its tools once it
+// has the answer; it returns the answer proxyd posted.
+func askWhileConnecting(t *testing.T, method string) []byte {
+	t.Helper()
 	answer := make(chan []byte, 1) // the client's answer, as posted
 	got := make(chan []byte, 1)    // what tools/list waited for
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -232,7 +284,7 @@ func TestRootsAskedWhileConnecting(t *testing.T) {
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}`, msg.ID)
 		case "tools/list":
 			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":\"roots/list\"}\n\n")
+			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"method\":%q,\"params\":{}}\n\n", method)
 			w.(http.Flusher).Flush()
 			var b []byte
 			select {
@@ -252,18 +304,9 @@ func TestRootsAskedWhileConnecting(t *testing.T) {
 			w.WriteHeader(http.StatusAccepted) // notifications
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	m := newManager(t, config.Server{Name: "raw", URL: srv.URL + "/mcp", Protocol: config.ProtocolLegacy})
 	c, _ := m.Get("raw")
 	waitState(t, c, api.StateReady)
-	b := <-got
-	var resp struct {
-		Result *struct {
-			Roots []json.RawMessage `json:"roots"`
-		} `json:"result"`
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(b, &resp) != nil || resp.Result == nil || resp.Result.Roots == nil || len(resp.Result.Roots) != 0 || resp.Error != nil {
-		t.Fatalf("roots asked while connecting answered %s, want a result with no roots", b)
-	}
+	return <-got
 }
