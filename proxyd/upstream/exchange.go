@@ -224,19 +224,19 @@ func (r *routes) only(ok func(*exchange) bool) *exchange {
 // pick finds the call a request of the upstream belongs to when it arrives
 // outside any call's stream (stdio, the GET stream; the MCP library's
 // servers send sampling and roots requests there): the only call in
-// flight whose client can answer it; with several, one whose client is
-// waiting for it now, then the oldest not yet asked for this method
-// (servers ask in the order calls came, in practice), else the oldest;
-// with none, the only call in flight, whose client cannot answer.
-// A call parked between a modern client's rounds whose client has not
-// come back is left out while any other call's client is there: its
-// upstream asked what that round needed before proxyd answered the round
-// (gather) and waits for the answers, so a request now is another call's.
-// The guess is made only among the calls of one client (a legacy
-// session): a request put to another client would show it the first's
-// prompt and hand the first the other's answer, so with calls of several
-// clients able to answer, shared is true and no call is picked. A request
-// on a call's own stream never needs a guess.
+// flight whose client can answer it; with several, the oldest not yet
+// asked for this method (servers ask in the order calls came, in
+// practice), else the oldest; with none, the only call in flight, whose
+// client cannot answer. A call parked between a modern client's rounds
+// whose client has not come back is left out while any other call's
+// client is there: its upstream asked what that round needed before
+// proxyd answered the round (gather) and waits for the answers, so a
+// request now is another call's. The guess is made only among the calls
+// of one client (a legacy session): a request put to another client
+// would show it the first's prompt and hand the first the other's
+// answer, so with calls of several clients able to answer, shared is
+// true and no call is picked. A request on a call's own stream never
+// needs a guess.
 func (r *routes) pick(method string, accepts func(*exchange) bool) (picked *exchange, shared bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
