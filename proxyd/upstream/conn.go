@@ -101,10 +101,15 @@ type Conn struct {
 	level string
 
 	// subs counts proxyd's clients subscribed to each resource URI;
-	// stopListen ends a modern upstream's listen stream (both under subMu).
+	// stopListen ends a modern upstream's listen stream, and listenGen
+	// counts the streams opened (all under subMu). listenEnds counts the
+	// streams in a row that ended soon after they opened, for the delay
+	// before the next.
 	subMu      sync.Mutex
 	subs       map[string]int
 	stopListen func()
+	listenGen  uint64
+	listenEnds atomic.Int32
 
 	// barrier is set while a session re-initialisation runs: new attempts
 	// wait for it to close (see session.go).

@@ -3,10 +3,13 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -122,12 +125,69 @@ func (c *Conn) listen() {
 	if f.IsEmpty() {
 		return
 	}
-	stop, err := cl.ListenAsync(c.ctx, f, func(err error) {
-		c.opts.logger().Debug("subscriptions/listen ended", "server", c.name, "err", err)
-	})
-	if err != nil {
-		c.opts.logger().Debug("subscriptions/listen not available", "server", c.name, "err", fmt.Sprint(err))
+	c.listenGen++
+	gen := c.listenGen
+	ctx, cancel := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		opened := time.Now()
+		err := cl.Listen(ctx, f)
+		if ctx.Err() != nil {
+			return // closed by proxyd: a new filter, connection or stop
+		}
+		c.listenEnded(gen, err, time.Since(opened))
+	}()
+	c.stopListen = func() {
+		cancel()
+		<-done
+	}
+}
+
+// Bounds on the delay before a modern upstream's listen stream that ended
+// is opened again; it doubles with each stream in a row that lasted less
+// than listenSteady.
+const (
+	listenRetryMin = 250 * time.Millisecond
+	listenRetryMax = 30 * time.Second
+	listenSteady   = time.Minute
+)
+
+// listenEnded acts on a listen stream the server or the network ended: a
+// refusal the server answered means it has none to give; a connection
+// that cannot be made loses the connection (its reconnect opens the
+// stream again); anything else (a load balancer's idle cut, a server
+// restarted, the stream closed by its server) opens it again after a
+// delay and reads the lists again, since what changed meanwhile was not
+// announced. The stream proxyd had was the only news of list changes and
+// subscribed resources: without this they stopped for good.
+func (c *Conn) listenEnded(gen uint64, err error, lasted time.Duration) {
+	var te *transport.Error
+	if err != nil && !errors.As(err, &te) {
+		c.opts.logger().Debug("subscriptions/listen not available", "server", c.name, "err", err)
 		return
 	}
-	c.stopListen = stop
+	if connectionLost(err, c.cfg.EffectiveTransport()) {
+		c.checkBroken(err)
+		return
+	}
+	if lasted >= listenSteady {
+		c.listenEnds.Store(0)
+	}
+	n := c.listenEnds.Add(1)
+	delay := min(listenRetryMin<<min(n-1, 8), listenRetryMax)
+	log := c.opts.logger().Debug // a cut now and then is routine
+	if n > 3 {
+		log = c.opts.logger().Warn // the stream keeps ending as soon as it opens
+	}
+	log("subscriptions/listen ended; opening it again", "server", c.name, "err", fmt.Sprint(err), "after", delay, "ended_in_a_row", n)
+	time.AfterFunc(delay, func() {
+		c.subMu.Lock()
+		defer c.subMu.Unlock()
+		if c.listenGen != gen || c.ctx.Err() != nil {
+			return // another stream replaced it, or the connection ended
+		}
+		c.listen()
+		go c.refreshLists()
+	})
 }

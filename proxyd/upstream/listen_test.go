@@ -1,0 +1,137 @@
+package upstream
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/proxyd/api"
+	"github.com/mcpx-dev/mcpx/proxyd/config"
+)
+
+// cutter forwards TCP connections to target and can cut every connection
+// open at once (as a load balancer's idle timeout or a restarted server
+// does), while taking new ones.
+type cutter struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func startCutter(t *testing.T, target string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); c.cut() })
+	go c.serve()
+	return c
+}
+
+func (c *cutter) serve() {
+	for {
+		in, err := c.ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", c.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		c.mu.Lock()
+		c.conns = append(c.conns, in, out)
+		c.mu.Unlock()
+		go func() { _, _ = io.Copy(out, in); out.Close() }()
+		go func() { _, _ = io.Copy(in, out); in.Close() }()
+	}
+}
+
+// cut closes every connection open now.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+// A modern upstream's subscriptions/listen stream that ends (cut here
+// between proxyd and the server) is opened again, and the lists read
+// again for what changed meanwhile: a list change made after the cut
+// still reaches proxyd. It used to end for good, logged at debug, with
+// the server still ready.
+func TestListenStreamOpenedAgain(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraModern)
+	u, err := url.Parse(fx.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := startCutter(t, u.Host)
+	u.Host = cut.ln.Addr().String()
+	changes := make(chan string, 16)
+	m := newManagerWith(t, Options{Version: "test", OnChange: func(s string) {
+		select {
+		case changes <- s:
+		default:
+		}
+	}}, config.Server{Name: "fx", URL: u.String(), Protocol: config.ProtocolModern})
+	c, _ := m.Get("fx")
+	waitState(t, c, api.StateReady)
+
+	// seen changes the tool's description until proxyd has it (the
+	// listen stream opens just after the server is ready; a change before
+	// it is not announced).
+	seen := func(phase string) {
+		t.Helper()
+		deadline := time.After(15 * time.Second)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			want := fmt.Sprintf("%s %d", phase, n)
+			if err := fx.SetToolDescription("echo", want); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-changes:
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("%s: the changed tool list never reached proxyd", phase)
+			}
+			if tl, _ := c.Tool("echo"); strings.HasPrefix(tl.Description, phase) {
+				return
+			}
+		}
+	}
+	seen("before the cut")
+	cut.cut()
+	seen("after the cut")
+	if st := c.Status(); st.State != api.StateReady {
+		t.Fatalf("state %s after the stream was opened again", st.State)
+	}
+}
+
+// A modern server that went away is lost without waiting for a call when
+// proxyd holds its listen stream: the stream ends, opening it again is
+// refused, and the connection is lost as a call's refusal loses it.
+func TestModernServerGoneWithoutCallsIsLost(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraModern)
+	m := newManager(t, config.Server{Name: "fx", URL: fx.URL(), Protocol: config.ProtocolModern})
+	c, _ := m.Get("fx")
+	waitState(t, c, api.StateReady)
+	fx.Close()
+	st := waitState(t, c, api.StateError)
+	if !strings.Contains(st.LastError, "connection refused") {
+		t.Fatalf("last error %q, want the refusal", st.LastError)
+	}
+}
