@@ -247,7 +247,7 @@ func (c *Conn) notification(method string, params json.RawMessage) {
 	switch method {
 	case string(mcp.MethodNotificationToolsListChanged), string(mcp.MethodNotificationPromptsListChanged),
 		string(mcp.MethodNotificationResourcesListChanged):
-		go c.refreshLists()
+		go func() { _ = c.refreshLists() }()
 		return
 	}
 	if c.routeNotification(method, params) {
@@ -326,8 +326,8 @@ func (noRoots) ListRoots(context.Context, mcp.ListRootsRequest) (*mcp.ListRootsR
 }
 
 // refreshLists re-reads the server's lists after a list_changed (retried
-// once after a re-established session).
-func (c *Conn) refreshLists() {
+// once after a re-established session); the error says they were not.
+func (c *Conn) refreshLists() error {
 	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
 	defer cancel()
 	var l lists
@@ -344,12 +344,13 @@ func (c *Conn) refreshLists() {
 		if !errors.As(err, &nr) {
 			c.opts.logger().Warn("refreshing lists after list_changed", "server", c.name, "err", err)
 		}
-		return
+		return err
 	}
 	c.mu.Lock()
 	c.setListsLocked(l)
 	c.mu.Unlock()
 	c.opts.changed(c.name)
+	return nil
 }
 
 // reapplyLevel gives a new session the log level proxyd's clients want.

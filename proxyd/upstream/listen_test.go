@@ -3,6 +3,7 @@ package upstream
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/syncbuf"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
@@ -33,13 +35,13 @@ func startCutter(t *testing.T, target string) *cutter {
 	}
 	c := &cutter{ln: ln, target: target}
 	t.Cleanup(func() { ln.Close(); c.cut() })
-	go c.serve()
+	go c.serve(ln)
 	return c
 }
 
-func (c *cutter) serve() {
+func (c *cutter) serve(ln net.Listener) {
 	for {
-		in, err := c.ln.Accept()
+		in, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -54,6 +56,24 @@ func (c *cutter) serve() {
 		go func() { _, _ = io.Copy(out, in); out.Close() }()
 		go func() { _, _ = io.Copy(in, out); in.Close() }()
 	}
+}
+
+// down stops taking connections and cuts those open (the server gone: a
+// dial is refused); up takes them again on the same address.
+func (c *cutter) down() {
+	c.ln.Close()
+	c.cut()
+}
+
+func (c *cutter) up(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", c.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ln = ln
+	t.Cleanup(func() { ln.Close() })
+	go c.serve(ln)
 }
 
 // cut closes every connection open now.
@@ -88,36 +108,36 @@ func TestListenStreamOpenedAgain(t *testing.T) {
 	}}, config.Server{Name: "fx", URL: u.String(), Protocol: config.ProtocolModern})
 	c, _ := m.Get("fx")
 	waitState(t, c, api.StateReady)
-
-	// seen changes the tool's description until proxyd has it (the
-	// listen stream opens just after the server is ready; a change before
-	// it is not announced).
-	seen := func(phase string) {
-		t.Helper()
-		deadline := time.After(15 * time.Second)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for n := 0; ; n++ {
-			want := fmt.Sprintf("%s %d", phase, n)
-			if err := fx.SetToolDescription("echo", want); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-changes:
-			case <-tick.C:
-			case <-deadline:
-				t.Fatalf("%s: the changed tool list never reached proxyd", phase)
-			}
-			if tl, _ := c.Tool("echo"); strings.HasPrefix(tl.Description, phase) {
-				return
-			}
-		}
-	}
-	seen("before the cut")
+	seenChange(t, fx, c, changes, "before the cut")
 	cut.cut()
-	seen("after the cut")
+	seenChange(t, fx, c, changes, "after the cut")
 	if st := c.Status(); st.State != api.StateReady {
 		t.Fatalf("state %s after the stream was opened again", st.State)
+	}
+}
+
+// seenChange changes the fixture's echo tool description until proxyd has
+// it (a listen stream opens just after the server is ready; a change
+// before it is not announced).
+func seenChange(t *testing.T, fx *mcpserver.Server, c *Conn, changes <-chan string, phase string) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		want := fmt.Sprintf("%s %d", phase, n)
+		if err := fx.SetToolDescription("echo", want); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changes:
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: the changed tool list never reached proxyd", phase)
+		}
+		if tl, _ := c.Tool("echo"); strings.HasPrefix(tl.Description, phase) {
+			return
+		}
 	}
 }
 
@@ -133,5 +153,39 @@ func TestModernServerGoneWithoutCallsIsLost(t *testing.T) {
 	st := waitState(t, c, api.StateError)
 	if !strings.Contains(st.LastError, "connection refused") {
 		t.Fatalf("last error %q, want the refusal", st.LastError)
+	}
+}
+
+// A modern server that went away and came back is connected to again and
+// kept: the ended listen stream of the lost connection reports the loss
+// once, not again as the next connection's.
+func TestModernServerBackIsKept(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraModern)
+	u, err := url.Parse(fx.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := startCutter(t, u.Host)
+	u.Host = cut.ln.Addr().String()
+	changes := make(chan string, 16)
+	logs := &syncbuf.Buffer{}
+	m := newManagerWith(t, Options{Version: "test", Logger: slog.New(slog.NewTextHandler(logs, nil)), OnChange: func(s string) {
+		select {
+		case changes <- s:
+		default:
+		}
+	}}, config.Server{Name: "fx", URL: u.String(), Protocol: config.ProtocolModern})
+	c, _ := m.Get("fx")
+	waitState(t, c, api.StateReady)
+	seenChange(t, fx, c, changes, "first connection")
+	cut.down()
+	waitState(t, c, api.StateError)
+	cut.up(t)
+	waitState(t, c, api.StateReady)
+	// The new connection's stream carries a change: by then a stale
+	// report of the old loss would have dropped the connection.
+	seenChange(t, fx, c, changes, "second connection")
+	if n := strings.Count(logs.String(), "upstream connection lost"); n != 1 {
+		t.Fatalf("the connection was lost %d times, want once:\n%s", n, logs.String())
 	}
 }

@@ -136,7 +136,7 @@ func (c *Conn) listen() {
 		if ctx.Err() != nil {
 			return // closed by proxyd: a new filter, connection or stop
 		}
-		c.listenEnded(gen, err, time.Since(opened))
+		c.listenEnded(cl, gen, err, time.Since(opened))
 	}()
 	c.stopListen = func() {
 		cancel()
@@ -153,18 +153,24 @@ const (
 	listenSteady   = time.Minute
 )
 
-// listenEnded acts on a listen stream the server or the network ended: a
-// refusal the server answered means it has none to give; a connection
-// that cannot be made loses the connection (its reconnect opens the
-// stream again); anything else (a load balancer's idle cut, a server
-// restarted, the stream closed by its server) opens it again after a
-// delay and reads the lists again, since what changed meanwhile was not
-// announced. The stream proxyd had was the only news of list changes and
-// subscribed resources: without this they stopped for good.
-func (c *Conn) listenEnded(gen uint64, err error, lasted time.Duration) {
+// listenEnded acts on a listen stream of connection cl that the server or
+// the network ended: a refusal the server answered means it has none to
+// give; a connection that cannot be made loses the connection (its
+// reconnect opens the stream again); anything else (a load balancer's
+// idle cut, a server restarted, the stream closed by its server) reads
+// the lists again after a delay, since what changed meanwhile was not
+// announced, and opens the stream again. The stream proxyd had was the
+// only news of list changes and subscribed resources: without this they
+// stopped for good. Nothing is done for a connection already replaced:
+// its loss is known, and a second report of it would be taken for the
+// next connection's.
+func (c *Conn) listenEnded(cl *client.Client, gen uint64, err error, lasted time.Duration) {
 	var te *transport.Error
 	if err != nil && !errors.As(err, &te) {
 		c.opts.logger().Debug("subscriptions/listen not available", "server", c.name, "err", err)
+		return
+	}
+	if !c.current(cl) {
 		return
 	}
 	if connectionLost(err, c.cfg.EffectiveTransport()) {
@@ -182,12 +188,25 @@ func (c *Conn) listenEnded(gen uint64, err error, lasted time.Duration) {
 	}
 	log("subscriptions/listen ended; opening it again", "server", c.name, "err", fmt.Sprint(err), "after", delay, "ended_in_a_row", n)
 	time.AfterFunc(delay, func() {
+		if !c.current(cl) {
+			return
+		}
+		if c.refreshLists() != nil {
+			// A server gone by now has lost the connection in the read
+			// (withSession), whose reconnect opens the stream.
+			return
+		}
 		c.subMu.Lock()
 		defer c.subMu.Unlock()
-		if c.listenGen != gen || c.ctx.Err() != nil {
-			return // another stream replaced it, or the connection ended
+		if c.listenGen == gen && c.current(cl) {
+			c.listen()
 		}
-		c.listen()
-		go c.refreshLists()
 	})
+}
+
+// current reports whether cl is the connection's client now.
+func (c *Conn) current(cl *client.Client) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.cl == cl
 }
