@@ -325,8 +325,9 @@ func (noRoots) ListRoots(context.Context, mcp.ListRootsRequest) (*mcp.ListRootsR
 	return &mcp.ListRootsResult{Roots: []mcp.Root{}}, nil
 }
 
-// refreshLists re-reads the server's lists after a list_changed (retried
-// once after a re-established session); the error says they were not.
+// refreshLists re-reads the server's lists after a list_changed or a
+// listen stream opened again (retried once after a re-established
+// session); the error says they were not.
 func (c *Conn) refreshLists() error {
 	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
 	defer cancel()
@@ -342,7 +343,7 @@ func (c *Conn) refreshLists() error {
 	if err != nil {
 		var nr *ErrNotReady
 		if !errors.As(err, &nr) {
-			c.opts.logger().Warn("refreshing lists after list_changed", "server", c.name, "err", err)
+			c.opts.logger().Warn("reading the lists again", "server", c.name, "err", err)
 		}
 		return err
 	}
