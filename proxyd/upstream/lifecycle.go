@@ -44,6 +44,7 @@ func (c *Conn) run() {
 		if err == nil {
 			backoff = minBackoff
 			readyAt := time.Now()
+			c.forgetEarlierLosses()
 			select {
 			case <-c.ctx.Done():
 				c.closeClient()
@@ -122,6 +123,18 @@ func (c *Conn) closeClient() {
 	c.forged.Store(nil)
 	if cl != nil {
 		_ = cl.Close()
+	}
+}
+
+// forgetEarlierLosses drops a loss reported before the connection just
+// made was ready: it was an earlier connection's (two requests that
+// failed together report it twice, and one in flight as the connection
+// was lost reports it late), and taken for this one's it would drop a
+// good connection at once.
+func (c *Conn) forgetEarlierLosses() {
+	select {
+	case <-c.broken:
+	default:
 	}
 }
 

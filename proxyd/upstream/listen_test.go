@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,28 +93,36 @@ func (c *cutter) cut() {
 // still reaches proxyd. It used to end for good, logged at debug, with
 // the server still ready.
 func TestListenStreamOpenedAgain(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraModern)
-	u, err := url.Parse(fx.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := startCutter(t, u.Host)
-	u.Host = cut.ln.Addr().String()
-	changes := make(chan string, 16)
-	m := newManagerWith(t, Options{Version: "test", OnChange: func(s string) {
-		select {
-		case changes <- s:
-		default:
-		}
-	}}, config.Server{Name: "fx", URL: u.String(), Protocol: config.ProtocolModern})
-	c, _ := m.Get("fx")
-	waitState(t, c, api.StateReady)
+	fx, cut, c, changes := modernBehindCutter(t, nil)
 	seenChange(t, fx, c, changes, "before the cut")
 	cut.cut()
 	seenChange(t, fx, c, changes, "after the cut")
 	if st := c.Status(); st.State != api.StateReady {
 		t.Fatalf("state %s after the stream was opened again", st.State)
 	}
+}
+
+// modernBehindCutter connects proxyd (pinned modern) to a modern fixture
+// through a cutter; changes hears each server whose lists changed.
+func modernBehindCutter(t *testing.T, logger *slog.Logger) (fx *mcpserver.Server, cut *cutter, c *Conn, changes chan string) {
+	t.Helper()
+	fx = startFixture(t, mcpserver.EraModern)
+	u, err := url.Parse(fx.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut = startCutter(t, u.Host)
+	u.Host = cut.ln.Addr().String()
+	changes = make(chan string, 16)
+	m := newManagerWith(t, Options{Version: "test", Logger: logger, OnChange: func(s string) {
+		select {
+		case changes <- s:
+		default:
+		}
+	}}, config.Server{Name: "fx", URL: u.String(), Protocol: config.ProtocolModern})
+	c, _ = m.Get("fx")
+	waitState(t, c, api.StateReady)
+	return fx, cut, c, changes
 }
 
 // seenChange changes the fixture's echo tool description until proxyd has
@@ -157,29 +166,18 @@ func TestModernServerGoneWithoutCallsIsLost(t *testing.T) {
 }
 
 // A modern server that went away and came back is connected to again and
-// kept: the ended listen stream of the lost connection reports the loss
-// once, not again as the next connection's.
+// kept: a loss reported again after the lost connection's end, by the
+// ended listen stream or another request of that connection, is not
+// taken for the next connection's.
 func TestModernServerBackIsKept(t *testing.T) {
-	fx := startFixture(t, mcpserver.EraModern)
-	u, err := url.Parse(fx.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut := startCutter(t, u.Host)
-	u.Host = cut.ln.Addr().String()
-	changes := make(chan string, 16)
 	logs := &syncbuf.Buffer{}
-	m := newManagerWith(t, Options{Version: "test", Logger: slog.New(slog.NewTextHandler(logs, nil)), OnChange: func(s string) {
-		select {
-		case changes <- s:
-		default:
-		}
-	}}, config.Server{Name: "fx", URL: u.String(), Protocol: config.ProtocolModern})
-	c, _ := m.Get("fx")
-	waitState(t, c, api.StateReady)
+	fx, cut, c, changes := modernBehindCutter(t, slog.New(slog.NewTextHandler(logs, nil)))
 	seenChange(t, fx, c, changes, "first connection")
 	cut.down()
 	waitState(t, c, api.StateError)
+	// A request of the lost connection reports the loss again, late (as
+	// two that failed together do).
+	c.checkBroken(fmt.Errorf("tools/list: %w", syscall.ECONNREFUSED))
 	cut.up(t)
 	waitState(t, c, api.StateReady)
 	// The new connection's stream carries a change: by then a stale

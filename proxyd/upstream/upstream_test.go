@@ -299,27 +299,7 @@ func TestListChangedPropagates(t *testing.T) {
 			m.Apply([]config.Server{{Name: "fx", URL: fx.URL(), Protocol: protocol}})
 			c, _ := m.Get("fx")
 			waitState(t, c, api.StateReady)
-			// The modern era's listen stream may open just after the server
-			// is ready; a change made before it is not announced, so the
-			// change is repeated until one is seen (bounded).
-			deadline := time.After(10 * time.Second)
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
-			for n := 0; ; n++ {
-				want := fmt.Sprintf("changed description %d", n)
-				if err := fx.SetToolDescription("echo", want); err != nil {
-					t.Fatal(err)
-				}
-				select {
-				case <-changes:
-				case <-tick.C:
-				case <-deadline:
-					t.Fatal("the changed tool list never reached proxyd")
-				}
-				if tl, _ := c.Tool("echo"); strings.HasPrefix(tl.Description, "changed description") {
-					return
-				}
-			}
+			seenChange(t, fx, c, changes, "changed description")
 		})
 	}
 }
