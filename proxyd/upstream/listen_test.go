@@ -5,9 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -113,16 +117,56 @@ func modernBehindCutter(t *testing.T, logger *slog.Logger) (fx *mcpserver.Server
 	}
 	cut = startCutter(t, u.Host)
 	u.Host = cut.ln.Addr().String()
-	changes = make(chan string, 16)
+	c, changes = watchedModern(t, u.String(), logger)
+	return fx, cut, c, changes
+}
+
+// watchedModern connects proxyd (pinned modern) to the server at url and
+// waits for it; changes hears each server whose lists changed.
+func watchedModern(t *testing.T, url string, logger *slog.Logger) (*Conn, chan string) {
+	t.Helper()
+	changes := make(chan string, 16)
 	m := newManagerWith(t, Options{Version: "test", Logger: logger, OnChange: func(s string) {
 		select {
 		case changes <- s:
 		default:
 		}
-	}}, config.Server{Name: "fx", URL: u.String(), Protocol: config.ProtocolModern})
-	c, _ = m.Get("fx")
+	}}, config.Server{Name: "fx", URL: url, Protocol: config.ProtocolModern})
+	c, _ := m.Get("fx")
 	waitState(t, c, api.StateReady)
-	return fx, cut, c, changes
+	return c, changes
+}
+
+// A listen stream that ended is opened again even when the server failed
+// the lists' read that comes first (here tools/list answered 503 once):
+// the stream is the news of the server's next change.
+func TestListenStreamOpenedAgainAfterAFailedRead(t *testing.T) {
+	fx := startFixture(t, mcpserver.EraModern)
+	target, err := url.Parse(fx.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failLists atomic.Int32
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/list" && failLists.Add(-1) >= 0 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	cut := startCutter(t, front.Listener.Addr().String())
+	u := *target
+	u.Host = cut.ln.Addr().String()
+	c, changes := watchedModern(t, u.String(), nil)
+	seenChange(t, fx, c, changes, "before the cut")
+	failLists.Store(1)
+	cut.cut()
+	seenChange(t, fx, c, changes, "after the cut")
+	if failLists.Load() >= 0 {
+		t.Fatal("no tools/list was refused: the read after the cut was not made")
+	}
 }
 
 // seenChange changes the fixture's echo tool description until proxyd has

@@ -191,11 +191,10 @@ func (c *Conn) listenEnded(cl *client.Client, gen uint64, err error, lasted time
 		if !c.current(cl) {
 			return
 		}
-		if c.refreshLists() != nil {
-			// A server gone by now has lost the connection in the read
-			// (withSession), whose reconnect opens the stream.
-			return
-		}
+		// A server gone by now loses the connection in the read, whose
+		// reconnect opens the stream; one that failed the read otherwise
+		// still gets the stream, which is the news of its next change.
+		_ = c.refreshLists()
 		c.subMu.Lock()
 		defer c.subMu.Unlock()
 		if c.listenGen == gen && c.current(cl) {
