@@ -39,24 +39,52 @@ func (o *Options) logger() *slog.Logger {
 }
 
 // libraryLogger is the logger handed to mcp-go: its Info lines are
-// chatter ("listening to server forever"), so only warnings pass.
+// chatter ("listening to server forever"), so only warnings pass, and
+// some of its errors are routine for proxyd (libraryLevels).
 func (o *Options) libraryLogger(server string) *slog.Logger {
-	return slog.New(minLevel{o.logger().Handler(), slog.LevelWarn}).With("server", server)
+	return slog.New(libraryHandler{o.logger().Handler(), slog.LevelWarn}).With("server", server)
 }
 
-type minLevel struct {
+// libraryLevels are the levels proxyd gives lines the MCP library logs as
+// errors that report what proxyd handles and logs itself.
+var libraryLevels = map[string]slog.Level{
+	// A stream that ended (a listen stream cut, a server gone): proxyd
+	// opens it again or loses the connection, and says so.
+	"SSE stream error": slog.LevelDebug,
+	// The legacy GET stream not opened, retried each second: a refusal
+	// loses the connection (logged once); anything else is the server's
+	// trouble, worth a warning, not an error of proxyd's.
+	"failed to listen to server. retry in 1 second": slog.LevelWarn,
+}
+
+// libraryHandler passes the library's lines at min and above, at the
+// level libraryLevels gives them.
+type libraryHandler struct {
 	slog.Handler
 	min slog.Level
 }
 
-func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= m.min && m.Handler.Enabled(ctx, l)
+func (h libraryHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
 }
 
-func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
-	return minLevel{m.Handler.WithAttrs(a), m.min}
+func (h libraryHandler) Handle(ctx context.Context, r slog.Record) error {
+	if l, ok := libraryLevels[r.Message]; ok && l < r.Level {
+		if !h.Enabled(ctx, l) {
+			return nil
+		}
+		r.Level = l
+	}
+	return h.Handler.Handle(ctx, r)
 }
-func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{m.Handler.WithGroup(g), m.min} }
+
+func (h libraryHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return libraryHandler{h.Handler.WithAttrs(a), h.min}
+}
+
+func (h libraryHandler) WithGroup(g string) slog.Handler {
+	return libraryHandler{h.Handler.WithGroup(g), h.min}
+}
 
 func (o *Options) now() time.Time {
 	if o.Now == nil {
