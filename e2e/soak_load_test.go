@@ -5,10 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,59 +255,4 @@ func sessionFlood(ctx context.Context, ci api.ConnectInfo, tl *tally) {
 		resp.Body.Close()
 		tl.ok.Add(1)
 	}
-}
-
-// flakyProxy forwards TCP connections to target and cuts each one after a
-// random few milliseconds to a second: an upstream behind a network that
-// drops connections.
-type flakyProxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-}
-
-func startFlakyProxy(target string) (*flakyProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &flakyProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.serve()
-	return p, nil
-}
-
-func (p *flakyProxy) url(u string) string {
-	pu, _ := url.Parse(u)
-	pu.Host = p.ln.Addr().String()
-	return pu.String()
-}
-
-func (p *flakyProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer c.Close()
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			cut := time.AfterFunc(time.Duration(5+rand.IntN(1000))*time.Millisecond, func() { c.Close(); up.Close() })
-			defer cut.Stop()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			_, _ = io.Copy(c, up)
-		}()
-	}
-}
-
-func (p *flakyProxy) Close() {
-	p.ln.Close()
-	p.wg.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/mcpx-dev/mcpx/commands"
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
+	"github.com/mcpx-dev/mcpx/internal/tcpproxy"
 	"github.com/mcpx-dev/mcpx/internal/waitfor"
 	"github.com/mcpx-dev/mcpx/proxyd"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -207,7 +209,9 @@ func startSoakUpstreams(t *testing.T, auth authFixture, envCanary, headerCanary 
 	many := fixture(mcpserver.EraBoth, 10_000)
 	behindFlaky := fixture(mcpserver.EraLegacy, 0)
 	fu, _ := url.Parse(behindFlaky.URL())
-	flaky, err := startFlakyProxy(fu.Host)
+	// A network that drops each connection after a few milliseconds to a
+	// second.
+	flaky, err := tcpproxy.Start(fu.Host, func() time.Duration { return time.Duration(5+rand.IntN(1000)) * time.Millisecond })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +242,7 @@ servers:
 	add("wrongid", wrongID.URL(), "    protocol: legacy\n")
 	add("resets", resets.URL(), "    protocol: legacy\n")
 	add("many", many.URL(), "")
-	add("flaky", flaky.url(behindFlaky.URL()), "    protocol: legacy\n")
+	add("flaky", flaky.URL(behindFlaky.URL()), "    protocol: legacy\n")
 	add("redirect", redirect.URL+"/mcp", "")
 	fmt.Fprintf(&cfg, `  - name: leaky
     command: /bin/sh

@@ -240,18 +240,16 @@ func (r *routes) only(ok func(*exchange) bool) *exchange {
 func (r *routes) pick(method string, accepts func(*exchange) bool) (picked *exchange, shared bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	present := false
+	var all, here []*exchange // calls in flight; those whose client is there
 	for x := range r.inflight {
+		all = append(all, x)
 		if attended(x) {
-			present = true
-			break
+			here = append(here, x)
 		}
 	}
-	var live []*exchange
-	for x := range r.inflight {
-		if !present || attended(x) {
-			live = append(live, x)
-		}
+	live := all
+	if len(here) > 0 {
+		live = here
 	}
 	var best *exchange
 	owner, owners := "", 0

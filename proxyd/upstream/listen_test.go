@@ -2,15 +2,12 @@ package upstream
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,77 +15,21 @@ import (
 
 	"github.com/mcpx-dev/mcpx/fixtures/mcpserver"
 	"github.com/mcpx-dev/mcpx/internal/syncbuf"
+	"github.com/mcpx-dev/mcpx/internal/tcpproxy"
 	"github.com/mcpx-dev/mcpx/proxyd/api"
 	"github.com/mcpx-dev/mcpx/proxyd/config"
 )
 
-// cutter forwards TCP connections to target and can cut every connection
-// open at once (as a load balancer's idle timeout or a restarted server
-// does), while taking new ones.
-type cutter struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func startCutter(t *testing.T, target string) *cutter {
+// startCutter forwards to target through a proxy whose connections the
+// test can cut (see tcpproxy).
+func startCutter(t *testing.T, target string) *tcpproxy.Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := tcpproxy.Start(target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cutter{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); c.cut() })
-	go c.serve(ln)
-	return c
-}
-
-func (c *cutter) serve(ln net.Listener) {
-	for {
-		in, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", c.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		c.mu.Lock()
-		c.conns = append(c.conns, in, out)
-		c.mu.Unlock()
-		go func() { _, _ = io.Copy(out, in); out.Close() }()
-		go func() { _, _ = io.Copy(in, out); in.Close() }()
-	}
-}
-
-// down stops taking connections and cuts those open (the server gone: a
-// dial is refused); up takes them again on the same address.
-func (c *cutter) down() {
-	c.ln.Close()
-	c.cut()
-}
-
-func (c *cutter) up(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", c.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.ln = ln
-	t.Cleanup(func() { ln.Close() })
-	go c.serve(ln)
-}
-
-// cut closes every connection open now.
-func (c *cutter) cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range c.conns {
-		conn.Close()
-	}
-	c.conns = nil
+	t.Cleanup(p.Close)
+	return p
 }
 
 // A modern upstream's subscriptions/listen stream that ends (cut here
@@ -99,7 +40,7 @@ func (c *cutter) cut() {
 func TestListenStreamOpenedAgain(t *testing.T) {
 	fx, cut, c, changes := modernBehindCutter(t, nil)
 	seenChange(t, fx, c, changes, "before the cut")
-	cut.cut()
+	cut.Cut()
 	seenChange(t, fx, c, changes, "after the cut")
 	if st := c.Status(); st.State != api.StateReady {
 		t.Fatalf("state %s after the stream was opened again", st.State)
@@ -108,7 +49,7 @@ func TestListenStreamOpenedAgain(t *testing.T) {
 
 // modernBehindCutter connects proxyd (pinned modern) to a modern fixture
 // through a cutter; changes hears each server whose lists changed.
-func modernBehindCutter(t *testing.T, logger *slog.Logger) (fx *mcpserver.Server, cut *cutter, c *Conn, changes chan string) {
+func modernBehindCutter(t *testing.T, logger *slog.Logger) (fx *mcpserver.Server, cut *tcpproxy.Proxy, c *Conn, changes chan string) {
 	t.Helper()
 	fx = startFixture(t, mcpserver.EraModern)
 	u, err := url.Parse(fx.URL())
@@ -116,7 +57,7 @@ func modernBehindCutter(t *testing.T, logger *slog.Logger) (fx *mcpserver.Server
 		t.Fatal(err)
 	}
 	cut = startCutter(t, u.Host)
-	u.Host = cut.ln.Addr().String()
+	u.Host = cut.Addr()
 	c, changes = watchedModern(t, u.String(), logger)
 	return fx, cut, c, changes
 }
@@ -158,11 +99,11 @@ func TestListenStreamOpenedAgainAfterAFailedRead(t *testing.T) {
 	t.Cleanup(front.Close)
 	cut := startCutter(t, front.Listener.Addr().String())
 	u := *target
-	u.Host = cut.ln.Addr().String()
+	u.Host = cut.Addr()
 	c, changes := watchedModern(t, u.String(), nil)
 	seenChange(t, fx, c, changes, "before the cut")
 	failLists.Store(1)
-	cut.cut()
+	cut.Cut()
 	seenChange(t, fx, c, changes, "after the cut")
 	if failLists.Load() >= 0 {
 		t.Fatal("no tools/list was refused: the read after the cut was not made")
@@ -217,12 +158,14 @@ func TestModernServerBackIsKept(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	fx, cut, c, changes := modernBehindCutter(t, slog.New(slog.NewTextHandler(logs, nil)))
 	seenChange(t, fx, c, changes, "first connection")
-	cut.down()
+	cut.Down()
 	waitState(t, c, api.StateError)
 	// A request of the lost connection reports the loss again, late (as
 	// two that failed together do).
 	c.checkBroken(fmt.Errorf("tools/list: %w", syscall.ECONNREFUSED))
-	cut.up(t)
+	if err := cut.Up(); err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, c, api.StateReady)
 	// The new connection's stream carries a change: by then a stale
 	// report of the old loss would have dropped the connection.

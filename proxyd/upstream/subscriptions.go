@@ -162,8 +162,9 @@ const (
 // announced, and opens the stream again. The stream proxyd had was the
 // only news of list changes and subscribed resources: without this they
 // stopped for good. Nothing is done for a connection already replaced:
-// its loss is known, and a second report of it would be taken for the
-// next connection's.
+// its loss is known, and a report of it that came after the next
+// connection was ready would be taken for that one's (forgetEarlierLosses
+// drops only those that came before).
 func (c *Conn) listenEnded(cl *client.Client, gen uint64, err error, lasted time.Duration) {
 	var te *transport.Error
 	if err != nil && !errors.As(err, &te) {
