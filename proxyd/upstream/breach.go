@@ -18,17 +18,15 @@ import (
 )
 
 // streamBounds are the bounds of this server's event streams.
-func (c *Conn) streamBounds() streamBounds {
-	return streamBounds{maxEvent: c.cfg.ResponseLimit(), idle: c.cfg.StreamIdle(), onBreach: c.streamBroke, onIdle: c.streamSilent}
+func (c *Conn) streamBounds(conn uint64) streamBounds {
+	return streamBounds{maxEvent: c.cfg.ResponseLimit(), idle: c.cfg.StreamIdle(),
+		onBreach: func(err error) { c.streamBroke(conn, err) }, onIdle: c.streamSilent}
 }
 
-// streamBroke drops the connection of a server whose standing stream broke
-// a bound; run connects again after a backoff.
-func (c *Conn) streamBroke(err error) {
-	select {
-	case c.broken <- err:
-	default:
-	}
+// streamBroke drops connection conn of a server whose standing stream
+// broke a bound; run connects again after a backoff.
+func (c *Conn) streamBroke(conn uint64, err error) {
+	c.losses.report(conn, err)
 }
 
 // streamSilent: the standing stream was closed for silence. The MCP

@@ -59,7 +59,7 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	broken chan error    // a call saw the connection die
+	losses losses        // what the run loop hears of its connection's loss
 	kick   chan struct{} // reconnect now (reload, manual)
 
 	mu        sync.RWMutex
@@ -75,6 +75,7 @@ type Conn struct {
 	// in error since then.
 	failingSince time.Time
 	cl           *client.Client
+	connNo       uint64 // cl's connection number (see losses)
 	era          string
 	version      string
 	wire         wire // what each raw request carries, for cl
@@ -139,7 +140,7 @@ func newConn(parent context.Context, s config.Server, opts *Options) *Conn {
 		name: s.Name, cfg: s, opts: opts,
 		ctx: ctx, cancel: cancel,
 		done:   make(chan struct{}),
-		broken: make(chan error, 1),
+		losses: losses{wake: make(chan struct{}, 1)},
 		subs:   map[string]int{},
 		kick:   make(chan struct{}, 1),
 		state:  api.StateConnecting,

@@ -28,16 +28,17 @@ func (c *Conn) legacyPinned() bool {
 }
 
 // wrappers are the configured layers plus the session layer, innermost.
-func (c *Conn) wrappers() []Wrapper {
+func (c *Conn) wrappers(conn uint64) []Wrapper {
 	ws := append([]Wrapper(nil), c.opts.wrappers()...)
 	return append(ws, func(_ string, next http.RoundTripper) http.RoundTripper {
-		return standingTransport{next: next, list: &c.standing, route: c.standingMessage, failed: c.checkBroken}
+		return standingTransport{next: next, list: &c.standing, route: c.standingMessage,
+			failed: func(err error) { c.checkBroken(conn, err) }}
 	}, func(_ string, next http.RoundTripper) http.RoundTripper {
 		return &sessionTransport{next: next, conn: c}
 	})
 }
 
-func (c *Conn) newTransport() (transport.Interface, error) {
+func (c *Conn) newTransport(conn uint64) (transport.Interface, error) {
 	s := c.cfg
 	// Header references are resolved at each connect, kept in memory only.
 	hdrs, err := s.ResolvedHeaders()
@@ -57,7 +58,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 				route: func(m relay.Message) bool { return link.route(c, m) },
 				onEnd: func(err error) { c.sseEnded(link, err) }}
 		})
-		hc, err := newHTTPClient(s, ws, c.streamBounds(), false)
+		hc, err := newHTTPClient(s, ws, c.streamBounds(conn), false)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +71,7 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 		link.tr, link.hc = tr, hc
 		return sseTransport{SSE: tr, link: link}, nil
 	default:
-		hc, err := newHTTPClient(s, c.wrappers(), c.streamBounds(), c.legacyPinned())
+		hc, err := newHTTPClient(s, c.wrappers(conn), c.streamBounds(conn), c.legacyPinned())
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +93,8 @@ func (c *Conn) newTransport() (transport.Interface, error) {
 // what the server offers. It returns the Retry-After the server asked for.
 func (c *Conn) connect() (time.Duration, error) {
 	c.setState(api.StateConnecting, c.lastError())
-	tr, err := c.newTransport()
+	conn := c.losses.current()
+	tr, err := c.newTransport(conn)
 	if err != nil {
 		return 0, err
 	}
@@ -162,6 +164,7 @@ func (c *Conn) connect() (time.Duration, error) {
 	cl.OnNotification(c.onNotification)
 	c.mu.Lock()
 	c.cl = cl
+	c.connNo = conn
 	c.sid = cl.GetSessionId()
 	c.era = era
 	c.version = version

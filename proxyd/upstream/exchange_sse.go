@@ -91,10 +91,10 @@ func (c *Conn) sseEnded(link *sseLink, err error) {
 	}
 	link.end(ended)
 	c.mu.RLock()
-	live := c.cl != nil && sseOf(c.cl) == link
+	live, n := c.cl != nil && sseOf(c.cl) == link, c.connNo
 	c.mu.RUnlock()
 	if live {
-		c.streamBroke(ended)
+		c.streamBroke(n, ended)
 	}
 }
 

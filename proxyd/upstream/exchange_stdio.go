@@ -26,8 +26,9 @@ import (
 // handshake's and the lists' responses) to the MCP library's transport,
 // which writes to the child's stdin through the link, under its lock.
 type stdioLink struct {
-	c   *Conn
-	max int64 // the longest line read, max_response_bytes
+	c    *Conn
+	conn uint64 // the connection the child serves (see losses)
+	max  int64  // the longest line read, max_response_bytes
 
 	wmu   sync.Mutex // one whole line at a time on the child's stdin
 	stdin io.WriteCloser
@@ -43,7 +44,7 @@ const stdioLineBuffer = 64 << 10
 
 func newStdioLink(c *Conn, stdin io.WriteCloser) (*stdioLink, io.Reader) {
 	r, w := io.Pipe()
-	return &stdioLink{c: c, max: c.cfg.ResponseLimit(), stdin: stdin, lib: w, answers: newAnswers()}, r
+	return &stdioLink{c: c, conn: c.losses.current(), max: c.cfg.ResponseLimit(), stdin: stdin, lib: w, answers: newAnswers()}, r
 }
 
 // libraryStdin is the child's stdin as the library writes it: each of its
@@ -135,7 +136,7 @@ func (l *stdioLink) breach() {
 	l.c.child.mu.Unlock()
 	l.end(e)
 	if l.c.child.answered.Load() {
-		l.c.streamBroke(e)
+		l.c.streamBroke(l.conn, e)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 
 	"github.com/mcpx-dev/mcpx/proxyd/api"
@@ -23,6 +24,7 @@ func (c *Conn) run() {
 	backoff := minBackoff
 	for {
 		c.tries.begin()
+		conn := c.losses.begin()
 		retryAfter, err := c.connect()
 		if c.ctx.Err() != nil {
 			c.tries.end()
@@ -44,25 +46,22 @@ func (c *Conn) run() {
 		if err == nil {
 			backoff = minBackoff
 			readyAt := time.Now()
-			c.forgetEarlierLosses()
-			select {
-			case <-c.ctx.Done():
-				c.closeClient()
+			lost, stop := c.hold(conn)
+			c.closeClient()
+			switch {
+			case stop:
 				return
-			case err := <-c.broken:
-				c.opts.logger().Warn("upstream connection lost", "server", c.name, "err", err)
-				c.closeClient()
-				if !c.backOffAfterBreach(err, time.Since(readyAt)) {
-					return
-				}
-				c.setState(api.StateConnecting, err.Error())
-				c.opts.changed(c.name)
-				continue
-			case <-c.kick:
-				c.closeClient()
+			case lost == nil: // asked to connect again
 				c.setState(api.StateConnecting, "")
 				continue
 			}
+			c.opts.logger().Warn("upstream connection lost", "server", c.name, "err", lost)
+			if !c.backOffAfterBreach(lost, time.Since(readyAt)) {
+				return
+			}
+			c.setState(api.StateConnecting, lost.Error())
+			c.opts.changed(c.name)
+			continue
 		}
 		c.opts.logger().Warn("upstream connect failed", "server", c.name, "err", err, "retry_in", delay.String())
 		t := time.NewTimer(delay)
@@ -126,27 +125,44 @@ func (c *Conn) closeClient() {
 	}
 }
 
-// forgetEarlierLosses drops a loss reported before the connection just
-// made was ready: it was an earlier connection's (two requests that
-// failed together report it twice, and one in flight as the connection
-// was lost reports it late), and taken for this one's it would drop a
-// good connection at once.
-func (c *Conn) forgetEarlierLosses() {
-	select {
-	case <-c.broken:
-	default:
+// hold waits while connection conn lives: it returns the connection's
+// loss, nil when asked to connect again, or stop when the server is
+// closed.
+func (c *Conn) hold(conn uint64) (lost error, stop bool) {
+	for {
+		select {
+		case <-c.ctx.Done():
+			return nil, true
+		case <-c.kick:
+			return nil, false
+		case <-c.losses.wake:
+			if err := c.losses.lost(conn); err != nil {
+				return err, false
+			}
+		}
 	}
 }
 
-// checkBroken tells the run loop when an error means the connection is
-// gone (a dead stdio child, a refused port), so it reconnects.
-func (c *Conn) checkBroken(err error) {
+// checkBroken tells the run loop when an error of connection conn means
+// it is gone (a dead stdio child, a refused port), so it reconnects.
+func (c *Conn) checkBroken(conn uint64, err error) {
 	if err == nil || !connectionLost(err, c.cfg.EffectiveTransport()) {
 		return
 	}
-	select {
-	case c.broken <- err:
-	default:
+	c.losses.report(conn, err)
+}
+
+// checkClient is checkBroken for an error of a request made on client cl;
+// a client already replaced is not the current connection's.
+func (c *Conn) checkClient(cl *client.Client, err error) {
+	if err == nil {
+		return
+	}
+	c.mu.RLock()
+	live, conn := cl != nil && c.cl == cl, c.connNo
+	c.mu.RUnlock()
+	if live {
+		c.checkBroken(conn, err)
 	}
 }
 

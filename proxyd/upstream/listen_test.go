@@ -158,11 +158,12 @@ func TestModernServerBackIsKept(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	fx, cut, c, changes := modernBehindCutter(t, slog.New(slog.NewTextHandler(logs, nil)))
 	seenChange(t, fx, c, changes, "first connection")
+	first := c.losses.current()
 	cut.Down()
 	waitState(t, c, api.StateError)
 	// A request of the lost connection reports the loss again, late (as
 	// two that failed together do).
-	c.checkBroken(fmt.Errorf("tools/list: %w", syscall.ECONNREFUSED))
+	c.checkBroken(first, fmt.Errorf("tools/list: %w", syscall.ECONNREFUSED))
 	if err := cut.Up(); err != nil {
 		t.Fatal(err)
 	}

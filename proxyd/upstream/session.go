@@ -134,7 +134,7 @@ func (c *Conn) Sessionful() (bool, string) {
 
 // attempt runs fn once on the live client and reports the session id it
 // ran on (the session layer holds its requests while a re-initialisation
-// is in progress).
+// is in progress); a lost connection is reported for that client.
 func (c *Conn) attempt(ctx context.Context, fn func(context.Context, *client.Client) error) (string, *attemptTrace, error) {
 	cl, err := c.client()
 	if err != nil {
@@ -142,7 +142,11 @@ func (c *Conn) attempt(ctx context.Context, fn func(context.Context, *client.Cli
 	}
 	sid := c.SessionID()
 	ctx, tr := withTrace(ctx)
-	return sid, tr, fn(ctx, cl)
+	err = fn(ctx, cl)
+	if lost, _ := c.lostSession(err, tr); !lost {
+		c.checkClient(cl, err)
+	}
+	return sid, tr, err
 }
 
 // waitBarrier waits while a session re-initialisation is in progress.
@@ -191,7 +195,6 @@ func (c *Conn) withSession(ctx context.Context, rule retryRule, fn func(context.
 	sid, tr, err := c.attempt(ctx, fn)
 	lost, deviation := c.lostSession(err, tr)
 	if !lost {
-		c.checkBroken(err)
 		return err
 	}
 	if sent, carried, _, _ := tr.snapshot(); sent && carried != "" {
@@ -226,7 +229,6 @@ func (c *Conn) withSession(ctx context.Context, rule retryRule, fn func(context.
 		}
 		return fmt.Errorf("the session was lost again right after it was re-established: %w", err)
 	}
-	c.checkBroken(err)
 	return err
 }
 
@@ -248,15 +250,15 @@ func (c *Conn) reestablish(ctx context.Context, stale string, deviation bool) er
 // runs on the connection's context, not a caller's, so one caller giving
 // up does not fail the others.
 func (c *Conn) reinit(stale string, deviation bool) error {
+	c.mu.RLock()
+	conn := c.connNo
+	c.mu.RUnlock()
 	changed, err := c.reinitialize(stale, deviation)
 	if err != nil {
 		c.opts.logger().Warn("upstream session re-initialisation failed", "server", c.name,
 			"old_session", prefix(stale), "err", err)
 		// The client is left without a session: reconnect from scratch.
-		select {
-		case c.broken <- fmt.Errorf("re-establishing the session: %w", err):
-		default:
-		}
+		c.losses.report(conn, fmt.Errorf("re-establishing the session: %w", err))
 		return err
 	}
 	if changed {

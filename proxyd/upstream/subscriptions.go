@@ -162,9 +162,7 @@ const (
 // announced, and opens the stream again. The stream proxyd had was the
 // only news of list changes and subscribed resources: without this they
 // stopped for good. Nothing is done for a connection already replaced:
-// its loss is known, and a report of it that came after the next
-// connection was ready would be taken for that one's (forgetEarlierLosses
-// drops only those that came before).
+// its loss is known, and its stream is not opened again.
 func (c *Conn) listenEnded(cl *client.Client, gen uint64, err error, lasted time.Duration) {
 	var te *transport.Error
 	if err != nil && !errors.As(err, &te) {
@@ -175,7 +173,7 @@ func (c *Conn) listenEnded(cl *client.Client, gen uint64, err error, lasted time
 		return
 	}
 	if connectionLost(err, c.cfg.EffectiveTransport()) {
-		c.checkBroken(err)
+		c.checkClient(cl, err)
 		return
 	}
 	if lasted >= listenSteady {
