@@ -55,6 +55,13 @@ var libraryLevels = map[string]slog.Level{
 	// loses the connection (logged once); anything else is the server's
 	// trouble, worth a warning, not an error of proxyd's.
 	"failed to listen to server. retry in 1 second": slog.LevelWarn,
+	// The session's DELETE when proxyd drops a client, failing because
+	// the server is gone: proxyd has logged the lost connection.
+	"failed to send close request": slog.LevelDebug,
+	// A legacy server without the GET stream (405), which the spec
+	// allows; one answering 404 instead deviates, worth a warning.
+	"server does not support listening":     slog.LevelDebug,
+	"session terminated, stopping listener": slog.LevelWarn,
 }
 
 // libraryHandler passes the library's lines at min and above, at the
