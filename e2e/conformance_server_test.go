@@ -214,15 +214,20 @@ func TestConformanceServerSuite(t *testing.T) {
 }
 
 // retryFailures runs each scenario that breaks the rule once more, alone,
-// against a fresh fixture (and proxyd): one that passes then is reported
-// as flaky and counted as passing; one that fails again stays failed.
+// against a fresh fixture (and proxyd), and its whole run once more too:
+// one that passes both ways is reported as flaky and counted as passing;
+// one that fails again alone stays failed, and so does one that passes
+// alone but fails again in its place in the suite (an earlier scenario
+// left a fault behind, which a retry alone would hide).
 func retryFailures(t *testing.T, peers string, runs map[string]*suiteRun) {
 	t.Helper()
 	type retry struct {
 		run   *suiteRun
-		again *suiteRun
+		again *suiteRun // the scenario alone
+		whole *suiteRun // its run again
 	}
 	var retries []retry
+	wholes := map[string]*suiteRun{}
 	for _, name := range sortedKeys(runs) {
 		r := runs[name]
 		direct := runs["direct/"+r.version]
@@ -236,9 +241,14 @@ func retryFailures(t *testing.T, peers string, runs map[string]*suiteRun) {
 			} else {
 				breaks = direct.scenarios[sc].ok() && !res.ok() && !listed
 			}
-			if breaks {
-				retries = append(retries, retry{run: r, again: &suiteRun{name: r.name + " " + sc, upstream: r.upstream, version: r.version, only: sc}})
+			if !breaks {
+				continue
 			}
+			if wholes[name] == nil {
+				wholes[name] = &suiteRun{name: r.name + " again", upstream: r.upstream, version: r.version, only: r.only}
+			}
+			retries = append(retries, retry{run: r, whole: wholes[name],
+				again: &suiteRun{name: r.name + " " + sc, upstream: r.upstream, version: r.version, only: sc}})
 		}
 	}
 	if len(retries) == 0 {
@@ -251,13 +261,24 @@ func retryFailures(t *testing.T, peers string, runs map[string]*suiteRun) {
 				runSuite(t, peers, rt.again)
 			})
 		}
+		for _, name := range sortedKeys(wholes) {
+			w := wholes[name]
+			t.Run(w.name, func(t *testing.T) {
+				t.Parallel()
+				runSuite(t, peers, w)
+			})
+		}
 	})
 	for _, rt := range retries {
 		sc := rt.again.only
 		again, ok := rt.again.scenarios[sc]
+		inPlace, ranInPlace := rt.whole.scenarios[sc]
 		switch {
+		case ok && again.ok() && ranInPlace && !inPlace.ok():
+			t.Errorf("%s: %s failed twice in its place in the suite (%s; then %s) and passed alone: an earlier scenario leaves a fault behind",
+				rt.run.name, sc, strings.Join(rt.run.scenarios[sc].failures, "; "), strings.Join(inPlace.failures, "; "))
 		case ok && again.ok():
-			t.Logf("FLAKY: %s: %s failed once (%s) and passed when run again alone", rt.run.name, sc, strings.Join(rt.run.scenarios[sc].failures, "; "))
+			t.Logf("FLAKY: %s: %s failed once (%s) and passed when run again alone and in its place", rt.run.name, sc, strings.Join(rt.run.scenarios[sc].failures, "; "))
 			rt.run.scenarios[sc] = again
 		case ok:
 			t.Logf("%s: %s failed again when run alone (%d passed, %d failed): %s", rt.run.name, sc, again.passed, again.failed, strings.Join(again.failures, "; "))
