@@ -50,7 +50,7 @@ func (c *Conn) newTransport(conn uint64) (transport.Interface, error) {
 	c.mu.Unlock()
 	switch s.EffectiveTransport() {
 	case config.TransportStdio:
-		return c.startChild(s)
+		return c.startChild(conn, s)
 	case config.TransportSSE:
 		link := &sseLink{answers: newAnswers()}
 		ws := append(c.opts.wrappers(), func(_ string, next http.RoundTripper) http.RoundTripper {
@@ -89,11 +89,11 @@ func (c *Conn) newTransport(conn uint64) (transport.Interface, error) {
 	}
 }
 
-// connect builds a client, initializes it in the configured era and lists
-// what the server offers. It returns the Retry-After the server asked for.
-func (c *Conn) connect() (time.Duration, error) {
+// connect builds a client for connection number conn (see losses),
+// initializes it in the configured era and lists what the server offers.
+// It returns the Retry-After the server asked for.
+func (c *Conn) connect(conn uint64) (time.Duration, error) {
 	c.setState(api.StateConnecting, c.lastError())
-	conn := c.losses.current()
 	tr, err := c.newTransport(conn)
 	if err != nil {
 		return 0, err
@@ -146,7 +146,7 @@ func (c *Conn) connect() (time.Duration, error) {
 		// Learned the era: connect again, pinned, with the listener.
 		_ = cl.Close()
 		c.legacySeen.Store(true)
-		return c.connect()
+		return c.connect(conn)
 	}
 	// Read the client's fields before publishing it: once it is live, a
 	// session re-initialisation may write them.

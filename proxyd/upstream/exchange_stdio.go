@@ -42,9 +42,9 @@ type stdioLink struct {
 // from its pieces.
 const stdioLineBuffer = 64 << 10
 
-func newStdioLink(c *Conn, stdin io.WriteCloser) (*stdioLink, io.Reader) {
+func newStdioLink(c *Conn, conn uint64, stdin io.WriteCloser) (*stdioLink, io.Reader) {
 	r, w := io.Pipe()
-	return &stdioLink{c: c, conn: c.losses.current(), max: c.cfg.ResponseLimit(), stdin: stdin, lib: w, answers: newAnswers()}, r
+	return &stdioLink{c: c, conn: conn, max: c.cfg.ResponseLimit(), stdin: stdin, lib: w, answers: newAnswers()}, r
 }
 
 // libraryStdin is the child's stdin as the library writes it: each of its

@@ -25,7 +25,7 @@ func (c *Conn) run() {
 	for {
 		c.tries.begin()
 		conn := c.losses.begin()
-		retryAfter, err := c.connect()
+		retryAfter, err := c.connect(conn)
 		if c.ctx.Err() != nil {
 			c.tries.end()
 			c.closeClient()

@@ -158,7 +158,9 @@ func TestModernServerBackIsKept(t *testing.T) {
 	logs := &syncbuf.Buffer{}
 	fx, cut, c, changes := modernBehindCutter(t, slog.New(slog.NewTextHandler(logs, nil)))
 	seenChange(t, fx, c, changes, "first connection")
-	first := c.losses.current()
+	c.mu.RLock()
+	first := c.connNo
+	c.mu.RUnlock()
 	cut.Down()
 	waitState(t, c, api.StateError)
 	// A request of the lost connection reports the loss again, late (as

@@ -26,13 +26,6 @@ func (l *losses) begin() uint64 {
 	return l.conn
 }
 
-// current is the number of the connection being made or held.
-func (l *losses) current() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.conn
-}
-
 // report records that connection conn was lost; a report of another
 // connection than the current one is dropped.
 func (l *losses) report(conn uint64, err error) {

@@ -132,21 +132,17 @@ func (c *Conn) Sessionful() (bool, string) {
 	return true, ""
 }
 
-// attempt runs fn once on the live client and reports the session id it
-// ran on (the session layer holds its requests while a re-initialisation
-// is in progress); a lost connection is reported for that client.
-func (c *Conn) attempt(ctx context.Context, fn func(context.Context, *client.Client) error) (string, *attemptTrace, error) {
+// attempt runs fn once on the live client and reports the client and the
+// session id it ran on (the session layer holds its requests while a
+// re-initialisation is in progress).
+func (c *Conn) attempt(ctx context.Context, fn func(context.Context, *client.Client) error) (*client.Client, string, *attemptTrace, error) {
 	cl, err := c.client()
 	if err != nil {
-		return "", nil, err
+		return nil, "", nil, err
 	}
 	sid := c.SessionID()
 	ctx, tr := withTrace(ctx)
-	err = fn(ctx, cl)
-	if lost, _ := c.lostSession(err, tr); !lost {
-		c.checkClient(cl, err)
-	}
-	return sid, tr, err
+	return cl, sid, tr, fn(ctx, cl)
 }
 
 // waitBarrier waits while a session re-initialisation is in progress.
@@ -192,9 +188,10 @@ type retryRule func(sent bool) string
 // as rule allows. A second loss, or a failed re-init, is an ordinary
 // failure.
 func (c *Conn) withSession(ctx context.Context, rule retryRule, fn func(context.Context, *client.Client) error) error {
-	sid, tr, err := c.attempt(ctx, fn)
+	cl, sid, tr, err := c.attempt(ctx, fn)
 	lost, deviation := c.lostSession(err, tr)
 	if !lost {
+		c.checkClient(cl, err)
 		return err
 	}
 	if sent, carried, _, _ := tr.snapshot(); sent && carried != "" {
@@ -222,13 +219,14 @@ func (c *Conn) withSession(ctx context.Context, rule retryRule, fn func(context.
 	if sent && info != nil {
 		info.Retried = true
 	}
-	_, tr2, err := c.attempt(ctx, fn)
+	cl, _, tr2, err := c.attempt(ctx, fn)
 	if again, dev2 := c.lostSession(err, tr2); again {
 		if info != nil {
 			info.Deviation = info.Deviation || dev2
 		}
 		return fmt.Errorf("the session was lost again right after it was re-established: %w", err)
 	}
+	c.checkClient(cl, err)
 	return err
 }
 

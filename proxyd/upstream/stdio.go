@@ -76,8 +76,9 @@ func (ch *child) tee(next io.Writer) io.Writer {
 // startChild starts s's command and speaks MCP over its stdin and stdout,
 // through the library (transport.NewIO) for the handshake and the lists
 // and itself for what it relays (stdioLink). proxyd starts the child
-// itself, rather than the library, to read its stdout first.
-func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
+// itself, rather than the library, to read its stdout first. conn is the
+// connection's number (see losses).
+func (c *Conn) startChild(conn uint64, s config.Server) (transport.Interface, error) {
 	ctx, stop := context.WithCancel(c.ctx)
 	cmd := exec.CommandContext(ctx, s.Command, s.Args...)
 	cmd.Env = childEnv(s.Env) // never os.Environ(): the daemon's secrets stay home
@@ -110,7 +111,7 @@ func (c *Conn) startChild(s config.Server) (transport.Interface, error) {
 		return nil, fmt.Errorf("starting %s: %w", s.Command, err)
 	}
 	w.Close() // the child's end now
-	link, libOut := newStdioLink(c, stdin)
+	link, libOut := newStdioLink(c, conn, stdin)
 	t := &childTransport{Stdio: transport.NewIO(libOut, link.libraryStdin(), nil), link: link, child: &c.child, cmd: cmd, stdout: out, stop: stop, exited: make(chan struct{})}
 	go link.read(out)
 	go func() {

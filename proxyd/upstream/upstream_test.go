@@ -242,7 +242,7 @@ func TestStdioStrayStdout(t *testing.T) {
 // by proxyd, and its error says so rather than only "signal: terminated".
 func TestStdioChildEndedByProxyd(t *testing.T) {
 	c := &Conn{ctx: context.Background(), name: "deaf", opts: &Options{}}
-	tr, err := c.startChild(config.Server{Name: "deaf", Command: "sh", Args: []string{"-c", "echo not-json-rpc; exec sleep 60"}})
+	tr, err := c.startChild(1, config.Server{Name: "deaf", Command: "sh", Args: []string{"-c", "echo not-json-rpc; exec sleep 60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
